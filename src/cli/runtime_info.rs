@@ -1,0 +1,215 @@
+//! `crilet runtime-info`: what the runtime behind an endpoint is and holds.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::human_bytes;
+use crate::images::disk::{DiskStats, FsStats};
+use crate::runtime::{self, NETWORK_READY, RUNTIME_READY, Runtime};
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeInfo {
+    pub endpoint: String,
+    pub runtime_name: String,
+    pub runtime_version: String,
+    pub runtime_api_version: String,
+    pub conditions: Vec<runtime::RuntimeCondition>,
+    pub image_filesystems: Vec<ImageFilesystem>,
+    pub images: Vec<ImageRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageFilesystem {
+    pub mountpoint: String,
+    /// As the runtime reports it (its own snapshots only).
+    pub used_bytes: Option<u64>,
+    pub inodes_used: Option<u64>,
+    /// From statvfs on the mountpoint; `None` with `error` set when that failed.
+    pub capacity_bytes: Option<u64>,
+    pub available_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageRow {
+    pub id: String,
+    pub repo_tags: Vec<String>,
+    pub repo_digests: Vec<String>,
+    pub size_bytes: u64,
+    pub pinned: bool,
+}
+
+/// Asks the runtime for everything `runtime-info` shows.
+pub async fn gather(
+    rt: &dyn Runtime,
+    endpoint: &str,
+    disk: &dyn DiskStats,
+) -> runtime::Result<RuntimeInfo> {
+    let version = rt.version().await?;
+    let status = rt.status().await?;
+    let fs = rt.image_fs_info().await?;
+    let mut images: Vec<ImageRow> = rt
+        .list_images()
+        .await?
+        .into_iter()
+        .map(|i| ImageRow {
+            id: i.id,
+            repo_tags: i.repo_tags,
+            repo_digests: i.repo_digests,
+            size_bytes: i.size,
+            pinned: i.pinned,
+        })
+        .collect();
+    images.sort_by(|a, b| a.repo_tags.cmp(&b.repo_tags).then(a.id.cmp(&b.id)));
+    let image_filesystems = fs
+        .image_filesystems
+        .into_iter()
+        .map(|f| {
+            let stat = if f.mountpoint.is_empty() {
+                Err("the runtime reported no mountpoint".to_string())
+            } else {
+                disk.stat(Path::new(&f.mountpoint)).map_err(|e| e.to_string())
+            };
+            let (capacity_bytes, available_bytes, error) = match stat {
+                Ok(FsStats {
+                    capacity_bytes,
+                    available_bytes,
+                    ..
+                }) => (Some(capacity_bytes), Some(available_bytes), None),
+                Err(e) => (None, None, Some(e)),
+            };
+            ImageFilesystem {
+                mountpoint: f.mountpoint,
+                used_bytes: f.used_bytes,
+                inodes_used: f.inodes_used,
+                capacity_bytes,
+                available_bytes,
+                error,
+            }
+        })
+        .collect();
+    Ok(RuntimeInfo {
+        endpoint: endpoint.to_string(),
+        runtime_name: version.runtime_name,
+        runtime_version: version.runtime_version,
+        runtime_api_version: version.runtime_api_version,
+        conditions: status.conditions,
+        image_filesystems,
+        images,
+    })
+}
+
+fn opt_bytes(v: Option<u64>) -> String {
+    v.map(human_bytes).unwrap_or_else(|| "-".into())
+}
+
+/// The human-readable form.
+pub fn render_table(info: &RuntimeInfo) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "Endpoint:     {}", info.endpoint);
+    let _ = writeln!(
+        out,
+        "Runtime:      {} {} (CRI {})",
+        info.runtime_name, info.runtime_version, info.runtime_api_version
+    );
+    out.push_str("\nCONDITION      STATUS  REASON  MESSAGE\n");
+    let mut conditions = info.conditions.clone();
+    // The two conditions the kubelet acts on come first, as it lists them.
+    conditions.sort_by_key(|c| match c.kind.as_str() {
+        RUNTIME_READY => 0,
+        NETWORK_READY => 1,
+        _ => 2,
+    });
+    for c in &conditions {
+        let _ = writeln!(
+            out,
+            "{:<14} {:<7} {:<7} {}",
+            c.kind, c.status, c.reason, c.message
+        );
+    }
+    out.push_str("\nIMAGE FILESYSTEM\n");
+    for f in &info.image_filesystems {
+        let _ = writeln!(out, "  Mountpoint: {}", f.mountpoint);
+        let _ = writeln!(
+            out,
+            "  Used:       {} (runtime)   Capacity: {}   Available: {}",
+            opt_bytes(f.used_bytes),
+            opt_bytes(f.capacity_bytes),
+            opt_bytes(f.available_bytes)
+        );
+        if let Some(e) = &f.error {
+            let _ = writeln!(out, "  Error:      {e}");
+        }
+    }
+    let _ = writeln!(out, "\nIMAGE ID        SIZE        PINNED  TAGS");
+    for i in &info.images {
+        let short = i.id.strip_prefix("sha256:").unwrap_or(&i.id);
+        let tags = if i.repo_tags.is_empty() {
+            "<none>".to_string()
+        } else {
+            i.repo_tags.join(",")
+        };
+        let _ = writeln!(
+            out,
+            "{:<15} {:<11} {:<7} {}",
+            &short[..short.len().min(13)],
+            human_bytes(i.size_bytes),
+            i.pinned,
+            tags
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::FakeRuntime;
+
+    struct FixedDisk;
+    impl DiskStats for FixedDisk {
+        fn stat(&self, _: &Path) -> std::io::Result<FsStats> {
+            Ok(FsStats {
+                capacity_bytes: 100 << 20,
+                available_bytes: 40 << 20,
+                inodes: 10,
+                inodes_free: 5,
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn gathers_version_conditions_fs_and_images() {
+        let rt = FakeRuntime::new();
+        rt.add_image("docker.io/library/busybox:latest", 1_031_774);
+        rt.add_image("registry.k8s.io/pause:3.6", 1_028_283);
+        let info = gather(&rt, "unix:///x.sock", &FixedDisk).await.unwrap();
+        assert_eq!(info.runtime_name, "fake");
+        assert_eq!(info.images.len(), 2);
+        assert_eq!(info.images[0].repo_tags, ["docker.io/library/busybox:latest"]);
+        let fs = &info.image_filesystems[0];
+        assert_eq!(fs.capacity_bytes, Some(100 << 20));
+        assert_eq!(fs.used_bytes, Some(1_031_774 + 1_028_283));
+        let table = render_table(&info);
+        assert!(table.contains("RuntimeReady   true"), "{table}");
+        assert!(table.contains("Capacity: 100.0 MiB"), "{table}");
+        assert!(table.contains("registry.k8s.io/pause:3.6"), "{table}");
+        let json: serde_json::Value = serde_json::to_value(&info).unwrap();
+        assert_eq!(json["imageFilesystems"][0]["availableBytes"], 40 << 20);
+        assert_eq!(json["conditions"][0]["type"], "RuntimeReady");
+    }
+
+    #[tokio::test]
+    async fn a_runtime_error_stops_the_command() {
+        let rt = FakeRuntime::new();
+        rt.fail_next("Status", tonic::Status::unavailable("down"));
+        let err = gather(&rt, "unix:///x.sock", &FixedDisk).await.unwrap_err();
+        assert!(err.to_string().contains("Status"), "{err}");
+    }
+}

@@ -1,0 +1,3 @@
+//! Images: disk usage of the image filesystem (and, later, garbage collection).
+
+pub mod disk;

@@ -1,0 +1,18 @@
+//! crilet: the node-local half of a kubelet. It runs static pods on a CRI
+//! runtime (containerd, CRI-O), mirrors them to the API server, collects
+//! unused images and serves pod stats.
+
+pub mod cli;
+pub mod images;
+pub mod runtime;
+
+/// Generated CRI messages and clients. Only `runtime::cri` and
+/// `runtime::convert` use them: the rest of the crate speaks domain types.
+pub(crate) mod proto {
+    pub mod runtime {
+        pub mod v1 {
+            #![allow(clippy::all, clippy::pedantic)]
+            tonic::include_proto!("runtime.v1");
+        }
+    }
+}

@@ -1,0 +1,406 @@
+//! `Runtime` over CRI gRPC on a unix socket (containerd, CRI-O).
+//!
+//! One lazily connected channel per `CriRuntime` (tonic reconnects it after
+//! a failure), 16 MiB message limits, and a deadline on every call: the
+//! request timeout for ordinary calls, a longer one for image pulls.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use tonic::transport::{Channel, Uri};
+
+use super::convert::*;
+use super::endpoint::{Endpoint, check_socket};
+use super::*;
+use crate::proto::runtime::v1 as pb;
+use pb::image_service_client::ImageServiceClient;
+use pb::runtime_service_client::RuntimeServiceClient;
+
+/// Largest message sent or accepted (the kubelet uses the same limit).
+pub const MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
+
+/// Deadlines of the adapter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuntimeOptions {
+    /// Every call but PullImage (the kubelet's --runtime-request-timeout, 2m).
+    pub request_timeout: Duration,
+    /// PullImage: large images over slow links take long.
+    pub image_pull_timeout: Duration,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        RuntimeOptions {
+            request_timeout: Duration::from_secs(120),
+            image_pull_timeout: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct CriRuntime {
+    endpoint: Endpoint,
+    runtime: RuntimeServiceClient<Channel>,
+    images: ImageServiceClient<Channel>,
+    options: RuntimeOptions,
+}
+
+impl CriRuntime {
+    /// Checks the endpoint and prepares a channel; nothing is dialled until
+    /// the first call, so an agent may start before its runtime.
+    pub fn connect_lazy(endpoint: &str, options: RuntimeOptions) -> Result<Self> {
+        let endpoint = Endpoint::parse(endpoint)?;
+        let path: PathBuf = endpoint.path().to_path_buf();
+        // The URI is required by tonic but unused: the connector dials the socket.
+        let channel = tonic::transport::Endpoint::from_static("http://cri.local")
+            .connect_timeout(options.request_timeout)
+            .connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
+                let path = path.clone();
+                async move {
+                    check_socket(&path)?;
+                    let stream = tokio::net::UnixStream::connect(&path).await.map_err(|e| {
+                        std::io::Error::new(e.kind(), format!("connect {}: {e}", path.display()))
+                    })?;
+                    Ok::<_, std::io::Error>(TokioIo::new(stream))
+                }
+            }));
+        let runtime = RuntimeServiceClient::new(channel.clone())
+            .max_decoding_message_size(MAX_MESSAGE_SIZE)
+            .max_encoding_message_size(MAX_MESSAGE_SIZE);
+        let images = ImageServiceClient::new(channel)
+            .max_decoding_message_size(MAX_MESSAGE_SIZE)
+            .max_encoding_message_size(MAX_MESSAGE_SIZE);
+        Ok(CriRuntime {
+            endpoint,
+            runtime,
+            images,
+            options,
+        })
+    }
+
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    fn request<T>(&self, msg: T, timeout: Duration) -> tonic::Request<T> {
+        let mut req = tonic::Request::new(msg);
+        req.set_timeout(timeout);
+        req
+    }
+
+    /// Runs one call under its deadline. The local timer backs up the
+    /// grpc-timeout header: a peer that never answers (or is not gRPC at
+    /// all) must not hold the caller past the deadline.
+    async fn call<T, F>(&self, op: &'static str, timeout: Duration, fut: F) -> Result<T>
+    where
+        F: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+    {
+        match tokio::time::timeout(timeout, fut).await {
+            Err(_) => Err(RuntimeError::DeadlineExceeded {
+                endpoint: self.endpoint.to_string(),
+                op,
+                timeout,
+            }),
+            // tonic's own timer (from the grpc-timeout we set) reports Cancelled.
+            Ok(Err(status))
+                if status.code() == tonic::Code::DeadlineExceeded
+                    || (status.code() == tonic::Code::Cancelled
+                        && status.message().contains("Timeout expired")) =>
+            {
+                Err(RuntimeError::DeadlineExceeded {
+                    endpoint: self.endpoint.to_string(),
+                    op,
+                    timeout,
+                })
+            }
+            Ok(Err(status)) => {
+                let err = RuntimeError::Rpc {
+                    endpoint: self.endpoint.to_string(),
+                    op,
+                    status,
+                };
+                if err.code() == tonic::Code::Unavailable {
+                    tracing::debug!(error = %err, "CRI transport failure");
+                }
+                Err(err)
+            }
+            Ok(Ok(resp)) => Ok(resp.into_inner()),
+        }
+    }
+
+    fn malformed(&self, op: &'static str, what: &str) -> RuntimeError {
+        RuntimeError::Malformed {
+            endpoint: self.endpoint.to_string(),
+            op,
+            what: what.to_string(),
+        }
+    }
+
+    /// Shorthand for an ordinary call: `rpc!(self, Op, client, method, msg)`.
+    fn timeout(&self) -> Duration {
+        self.options.request_timeout
+    }
+}
+
+macro_rules! rpc {
+    ($self:ident, $op:literal, $client:ident . $method:ident ( $msg:expr )) => {{
+        let t = $self.timeout();
+        let req = $self.request($msg, t);
+        let mut client = $self.$client.clone();
+        $self.call($op, t, async move { client.$method(req).await }).await
+    }};
+}
+
+#[async_trait::async_trait]
+impl Runtime for CriRuntime {
+    async fn version(&self) -> Result<VersionInfo> {
+        let r = rpc!(self, "Version", runtime.version(pb::VersionRequest {
+            version: "v1".into()
+        }))?;
+        Ok(VersionInfo {
+            runtime_name: r.runtime_name,
+            runtime_version: r.runtime_version,
+            runtime_api_version: r.runtime_api_version,
+        })
+    }
+
+    async fn status(&self) -> Result<RuntimeStatus> {
+        let r = rpc!(self, "Status", runtime.status(pb::StatusRequest { verbose: false }))?;
+        let status = r.status.ok_or_else(|| self.malformed("Status", "no status"))?;
+        Ok(runtime_status_from(status))
+    }
+
+    async fn run_pod_sandbox(&self, config: &PodSandboxConfig) -> Result<String> {
+        let r = rpc!(self, "RunPodSandbox", runtime.run_pod_sandbox(pb::RunPodSandboxRequest {
+            config: Some(sandbox_config_to(config)),
+            runtime_handler: config.runtime_handler.clone(),
+        }))?;
+        if r.pod_sandbox_id.is_empty() {
+            return Err(self.malformed("RunPodSandbox", "empty pod_sandbox_id"));
+        }
+        Ok(r.pod_sandbox_id)
+    }
+
+    async fn stop_pod_sandbox(&self, id: &str) -> Result<()> {
+        rpc!(self, "StopPodSandbox", runtime.stop_pod_sandbox(pb::StopPodSandboxRequest {
+            pod_sandbox_id: id.into()
+        }))?;
+        Ok(())
+    }
+
+    async fn remove_pod_sandbox(&self, id: &str) -> Result<()> {
+        rpc!(self, "RemovePodSandbox", runtime.remove_pod_sandbox(pb::RemovePodSandboxRequest {
+            pod_sandbox_id: id.into()
+        }))?;
+        Ok(())
+    }
+
+    async fn pod_sandbox_status(&self, id: &str) -> Result<PodSandboxStatus> {
+        let r = rpc!(self, "PodSandboxStatus", runtime.pod_sandbox_status(pb::PodSandboxStatusRequest {
+            pod_sandbox_id: id.into(),
+            verbose: false,
+        }))?;
+        let status = r
+            .status
+            .ok_or_else(|| self.malformed("PodSandboxStatus", "no status"))?;
+        Ok(sandbox_status_from(status))
+    }
+
+    async fn list_pod_sandbox(&self, filter: &PodSandboxFilter) -> Result<Vec<PodSandbox>> {
+        let r = rpc!(self, "ListPodSandbox", runtime.list_pod_sandbox(pb::ListPodSandboxRequest {
+            filter: Some(sandbox_filter_to(filter)),
+        }))?;
+        Ok(r.items.into_iter().map(sandbox_from).collect())
+    }
+
+    async fn create_container(
+        &self,
+        pod_sandbox_id: &str,
+        config: &ContainerConfig,
+        sandbox: &PodSandboxConfig,
+    ) -> Result<String> {
+        let r = rpc!(self, "CreateContainer", runtime.create_container(pb::CreateContainerRequest {
+            pod_sandbox_id: pod_sandbox_id.into(),
+            config: Some(container_config_to(config)),
+            sandbox_config: Some(sandbox_config_to(sandbox)),
+        }))?;
+        if r.container_id.is_empty() {
+            return Err(self.malformed("CreateContainer", "empty container_id"));
+        }
+        Ok(r.container_id)
+    }
+
+    async fn start_container(&self, id: &str) -> Result<()> {
+        rpc!(self, "StartContainer", runtime.start_container(pb::StartContainerRequest {
+            container_id: id.into()
+        }))?;
+        Ok(())
+    }
+
+    async fn stop_container(&self, id: &str, timeout: Duration) -> Result<()> {
+        // The runtime waits up to `timeout` before it kills: allow for that.
+        let t = self.timeout() + timeout;
+        let req = self.request(
+            pb::StopContainerRequest {
+                container_id: id.into(),
+                timeout: timeout.as_secs() as i64,
+            },
+            t,
+        );
+        let mut client = self.runtime.clone();
+        self.call("StopContainer", t, async move { client.stop_container(req).await })
+            .await?;
+        Ok(())
+    }
+
+    async fn remove_container(&self, id: &str) -> Result<()> {
+        rpc!(self, "RemoveContainer", runtime.remove_container(pb::RemoveContainerRequest {
+            container_id: id.into()
+        }))?;
+        Ok(())
+    }
+
+    async fn list_containers(&self, filter: &ContainerFilter) -> Result<Vec<Container>> {
+        let r = rpc!(self, "ListContainers", runtime.list_containers(pb::ListContainersRequest {
+            filter: Some(container_filter_to(filter)),
+        }))?;
+        Ok(r.containers.into_iter().map(container_from).collect())
+    }
+
+    async fn container_status(&self, id: &str) -> Result<ContainerStatus> {
+        let r = rpc!(self, "ContainerStatus", runtime.container_status(pb::ContainerStatusRequest {
+            container_id: id.into(),
+            verbose: false,
+        }))?;
+        let status = r
+            .status
+            .ok_or_else(|| self.malformed("ContainerStatus", "no status"))?;
+        Ok(container_status_from(status))
+    }
+
+    async fn exec_sync(
+        &self,
+        id: &str,
+        cmd: &[String],
+        timeout: Duration,
+    ) -> Result<ExecSyncResult> {
+        let t = self.timeout() + timeout;
+        let req = self.request(
+            pb::ExecSyncRequest {
+                container_id: id.into(),
+                cmd: cmd.to_vec(),
+                timeout: timeout.as_secs() as i64,
+            },
+            t,
+        );
+        let mut client = self.runtime.clone();
+        let r = self
+            .call("ExecSync", t, async move { client.exec_sync(req).await })
+            .await?;
+        Ok(ExecSyncResult {
+            stdout: r.stdout,
+            stderr: r.stderr,
+            exit_code: r.exit_code,
+        })
+    }
+
+    async fn container_stats(&self, id: &str) -> Result<ContainerStats> {
+        let r = rpc!(self, "ContainerStats", runtime.container_stats(pb::ContainerStatsRequest {
+            container_id: id.into()
+        }))?;
+        let stats = r
+            .stats
+            .ok_or_else(|| self.malformed("ContainerStats", "no stats"))?;
+        Ok(container_stats_from(stats))
+    }
+
+    async fn list_container_stats(
+        &self,
+        filter: &ContainerStatsFilter,
+    ) -> Result<Vec<ContainerStats>> {
+        let r = rpc!(self, "ListContainerStats", runtime.list_container_stats(pb::ListContainerStatsRequest {
+            filter: Some(container_stats_filter_to(filter)),
+        }))?;
+        Ok(r.stats.into_iter().map(container_stats_from).collect())
+    }
+
+    async fn pod_sandbox_stats(&self, id: &str) -> Result<PodSandboxStats> {
+        let r = rpc!(self, "PodSandboxStats", runtime.pod_sandbox_stats(pb::PodSandboxStatsRequest {
+            pod_sandbox_id: id.into()
+        }))?;
+        let stats = r
+            .stats
+            .ok_or_else(|| self.malformed("PodSandboxStats", "no stats"))?;
+        Ok(sandbox_stats_from(stats))
+    }
+
+    async fn list_pod_sandbox_stats(
+        &self,
+        filter: &PodSandboxStatsFilter,
+    ) -> Result<Vec<PodSandboxStats>> {
+        let r = rpc!(self, "ListPodSandboxStats", runtime.list_pod_sandbox_stats(pb::ListPodSandboxStatsRequest {
+            filter: Some(sandbox_stats_filter_to(filter)),
+        }))?;
+        Ok(r.stats.into_iter().map(sandbox_stats_from).collect())
+    }
+
+    async fn list_images(&self) -> Result<Vec<Image>> {
+        let r = rpc!(self, "ListImages", images.list_images(pb::ListImagesRequest { filter: None }))?;
+        Ok(r.images.into_iter().map(image_from).collect())
+    }
+
+    async fn image_status(&self, image: &str) -> Result<Option<Image>> {
+        let r = rpc!(self, "ImageStatus", images.image_status(pb::ImageStatusRequest {
+            image: Some(image_spec(image)),
+            verbose: false,
+        }))?;
+        // CRI answers OK with no image when it does not have it.
+        Ok(r.image.filter(|i| !i.id.is_empty()).map(image_from))
+    }
+
+    async fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<&AuthConfig>,
+        sandbox: Option<&PodSandboxConfig>,
+    ) -> Result<String> {
+        let t = self.options.image_pull_timeout;
+        let req = self.request(
+            pb::PullImageRequest {
+                image: Some(image_spec(image)),
+                auth: auth.map(auth_to),
+                sandbox_config: sandbox.map(sandbox_config_to),
+            },
+            t,
+        );
+        let mut client = self.images.clone();
+        let r = self
+            .call("PullImage", t, async move { client.pull_image(req).await })
+            .await?;
+        if r.image_ref.is_empty() {
+            return Err(self.malformed("PullImage", "empty image_ref"));
+        }
+        Ok(r.image_ref)
+    }
+
+    async fn remove_image(&self, image: &str) -> Result<()> {
+        rpc!(self, "RemoveImage", images.remove_image(pb::RemoveImageRequest {
+            image: Some(image_spec(image)),
+        }))?;
+        Ok(())
+    }
+
+    async fn image_fs_info(&self) -> Result<ImageFsInfo> {
+        let r = rpc!(self, "ImageFsInfo", images.image_fs_info(pb::ImageFsInfoRequest {}))?;
+        Ok(ImageFsInfo {
+            image_filesystems: r.image_filesystems.into_iter().map(fs_usage_from).collect(),
+            container_filesystems: r
+                .container_filesystems
+                .into_iter()
+                .map(fs_usage_from)
+                .collect(),
+        })
+    }
+}

@@ -1,0 +1,134 @@
+//! Errors of the runtime adapter. Each names the endpoint and the operation,
+//! and keeps the gRPC code and the transport error's source chain, so a
+//! caller can both branch on `code()` and print the whole cause.
+
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The endpoint string itself is unusable; nothing was dialled.
+    #[error("container runtime endpoint {endpoint:?}: {reason}")]
+    InvalidEndpoint { endpoint: String, reason: String },
+
+    /// The runtime answered with a gRPC error, or the call failed in transport.
+    #[error("{op} on {endpoint}: {}", describe_status(.status))]
+    Rpc {
+        endpoint: String,
+        op: &'static str,
+        #[source]
+        status: tonic::Status,
+    },
+
+    /// No answer before the call's deadline.
+    #[error("{op} on {endpoint}: no answer within {timeout:?} (is the endpoint a CRI runtime?)")]
+    DeadlineExceeded {
+        endpoint: String,
+        op: &'static str,
+        timeout: Duration,
+    },
+
+    /// The runtime answered OK but left out something CRI requires.
+    #[error("{op} on {endpoint}: malformed reply: {what}")]
+    Malformed {
+        endpoint: String,
+        op: &'static str,
+        what: String,
+    },
+
+    /// A fake or a caller-side check refused the request.
+    #[error("{op}: {message}")]
+    Refused { op: &'static str, message: String },
+}
+
+impl RuntimeError {
+    /// The gRPC code, as the runtime (or the transport) reported it.
+    pub fn code(&self) -> tonic::Code {
+        match self {
+            RuntimeError::Rpc { status, .. } => status.code(),
+            RuntimeError::DeadlineExceeded { .. } => tonic::Code::DeadlineExceeded,
+            RuntimeError::InvalidEndpoint { .. } => tonic::Code::InvalidArgument,
+            RuntimeError::Malformed { .. } => tonic::Code::Internal,
+            RuntimeError::Refused { .. } => tonic::Code::FailedPrecondition,
+        }
+    }
+
+    /// True when the object the call named does not exist.
+    pub fn is_not_found(&self) -> bool {
+        self.code() == tonic::Code::NotFound
+    }
+}
+
+/// One line for a status. tonic puts a transport failure's text in the
+/// source chain, not in the message, so the innermost cause is appended
+/// here: "connection refused" or "No such file" must reach the operator.
+fn describe_status(status: &tonic::Status) -> String {
+    let mut line = format!("{:?}", status.code());
+    if !status.message().is_empty() {
+        line.push_str(": ");
+        line.push_str(status.message());
+    }
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
+    let mut last = None;
+    while let Some(err) = cause {
+        last = Some(err);
+        cause = err.source();
+    }
+    if let Some(root) = last {
+        let root = root.to_string();
+        if !line.contains(&root) {
+            line.push_str(": ");
+            line.push_str(&root);
+        }
+    }
+    if line.contains("h2 protocol error") || line.contains("invalid HTTP") {
+        line.push_str(" (the endpoint does not speak gRPC; is it a CRI runtime socket?)");
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rpc_error_names_endpoint_operation_and_code() {
+        let err = RuntimeError::Rpc {
+            endpoint: "unix:///run/x.sock".into(),
+            op: "Version",
+            status: tonic::Status::not_found("no such sandbox"),
+        };
+        assert_eq!(
+            err.to_string(),
+            "Version on unix:///run/x.sock: NotFound: no such sandbox"
+        );
+        assert!(err.is_not_found());
+    }
+
+    #[test]
+    fn rpc_error_appends_innermost_transport_cause() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused here");
+        let mut status = tonic::Status::unavailable("transport error");
+        status.set_source(std::sync::Arc::new(io));
+        let err = RuntimeError::Rpc {
+            endpoint: "unix:///x".into(),
+            op: "Status",
+            status,
+        };
+        assert_eq!(
+            err.to_string(),
+            "Status on unix:///x: Unavailable: transport error: refused here"
+        );
+        assert_eq!(err.code(), tonic::Code::Unavailable);
+    }
+
+    #[test]
+    fn deadline_error_has_its_own_code() {
+        let err = RuntimeError::DeadlineExceeded {
+            endpoint: "unix:///x".into(),
+            op: "Version",
+            timeout: Duration::from_secs(2),
+        };
+        assert_eq!(err.code(), tonic::Code::DeadlineExceeded);
+        assert!(err.to_string().contains("no answer within 2s"));
+    }
+}

@@ -1,0 +1,88 @@
+//! The container runtime, seen through the `Runtime` trait.
+//!
+//! Invariant: everything outside this module speaks the domain types of
+//! `types`; only `cri` (the tonic client) touches generated CRI messages.
+//! Implementations: `CriRuntime` (real, over a unix socket) and
+//! `FakeRuntime` (in memory, records calls, for unit tests).
+
+pub mod cgroup;
+mod convert;
+pub mod cri;
+pub mod endpoint;
+mod error;
+pub mod fake;
+pub mod labels;
+pub mod types;
+
+pub use cri::{CriRuntime, RuntimeOptions};
+pub use endpoint::{DEFAULT_ENDPOINT, Endpoint};
+pub use error::RuntimeError;
+pub use fake::FakeRuntime;
+pub use types::*;
+
+use std::time::Duration;
+
+pub type Result<T> = std::result::Result<T, RuntimeError>;
+
+/// The CRI RuntimeService and ImageService, in domain types.
+///
+/// Semantics follow CRI: Remove* of an unknown id succeeds; status calls of
+/// an unknown id fail with NotFound, except `image_status`, which answers
+/// `None`.
+#[async_trait::async_trait]
+pub trait Runtime: Send + Sync {
+    // --- RuntimeService
+    async fn version(&self) -> Result<VersionInfo>;
+    async fn status(&self) -> Result<RuntimeStatus>;
+
+    /// Creates and starts a sandbox; returns its id.
+    async fn run_pod_sandbox(&self, config: &PodSandboxConfig) -> Result<String>;
+    async fn stop_pod_sandbox(&self, id: &str) -> Result<()>;
+    async fn remove_pod_sandbox(&self, id: &str) -> Result<()>;
+    async fn pod_sandbox_status(&self, id: &str) -> Result<PodSandboxStatus>;
+    async fn list_pod_sandbox(&self, filter: &PodSandboxFilter) -> Result<Vec<PodSandbox>>;
+
+    /// Creates a container in a sandbox. `sandbox` must be the config the
+    /// sandbox was run with (containerd 1.6 crashes on an empty one).
+    async fn create_container(
+        &self,
+        pod_sandbox_id: &str,
+        config: &ContainerConfig,
+        sandbox: &PodSandboxConfig,
+    ) -> Result<String>;
+    async fn start_container(&self, id: &str) -> Result<()>;
+    /// Stops a container, killing it after `timeout` (the grace period).
+    async fn stop_container(&self, id: &str, timeout: Duration) -> Result<()>;
+    async fn remove_container(&self, id: &str) -> Result<()>;
+    async fn list_containers(&self, filter: &ContainerFilter) -> Result<Vec<Container>>;
+    async fn container_status(&self, id: &str) -> Result<ContainerStatus>;
+    /// Runs `cmd` in a container and waits at most `timeout` for it.
+    async fn exec_sync(&self, id: &str, cmd: &[String], timeout: Duration)
+    -> Result<ExecSyncResult>;
+
+    async fn container_stats(&self, id: &str) -> Result<ContainerStats>;
+    async fn list_container_stats(
+        &self,
+        filter: &ContainerStatsFilter,
+    ) -> Result<Vec<ContainerStats>>;
+    async fn pod_sandbox_stats(&self, id: &str) -> Result<PodSandboxStats>;
+    async fn list_pod_sandbox_stats(
+        &self,
+        filter: &PodSandboxStatsFilter,
+    ) -> Result<Vec<PodSandboxStats>>;
+
+    // --- ImageService
+    async fn list_images(&self) -> Result<Vec<Image>>;
+    /// `None` when the runtime does not have the image.
+    async fn image_status(&self, image: &str) -> Result<Option<Image>>;
+    /// Pulls an image; returns its reference (an image ID or digest).
+    async fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<&AuthConfig>,
+        sandbox: Option<&PodSandboxConfig>,
+    ) -> Result<String>;
+    /// Removes an image with all its tags.
+    async fn remove_image(&self, image: &str) -> Result<()>;
+    async fn image_fs_info(&self) -> Result<ImageFsInfo>;
+}
