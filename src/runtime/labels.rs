@@ -20,7 +20,7 @@
 //!   [`LabelError`] naming the offending key. Keys this module does not know
 //!   (for instance those containerd adds) are ignored.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::str::FromStr;
 
 /// Label holding the pod name.
@@ -56,8 +56,7 @@ pub const TERMINATION_MESSAGE_POLICY_FILE: &str = "File";
 /// Policy: fall back to the container log tail when the file is empty on error.
 pub const TERMINATION_MESSAGE_POLICY_FALLBACK: &str = "FallbackToLogsOnError";
 
-/// A label or annotation map as carried by the generated CRI types.
-pub type Labels = HashMap<String, String>;
+pub use super::types::Labels;
 
 const LABEL: &str = "label";
 const ANNOTATION: &str = "annotation";

@@ -1,0 +1,176 @@
+//! Bad runtime endpoints: each gives one clear line naming the endpoint and
+//! the cause, a non-zero exit, no panic, and no wait past the deadline.
+//! These need no runtime and always run.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crilet::runtime::{CriRuntime, Runtime, RuntimeOptions};
+
+struct Outcome {
+    code: Option<i32>,
+    stderr: String,
+    stdout: String,
+    took: Duration,
+}
+
+fn runtime_info(endpoint: &str) -> Outcome {
+    let start = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_crilet"))
+        .args([
+            "runtime-info",
+            "--container-runtime-endpoint",
+            endpoint,
+            "--runtime-request-timeout",
+            "2s",
+        ])
+        .env_remove("CRILET_LOG")
+        .output()
+        .expect("run crilet");
+    Outcome {
+        code: out.status.code(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        took: start.elapsed(),
+    }
+}
+
+/// The failure shape every bad endpoint must have.
+fn assert_clear_failure(o: &Outcome, endpoint: &str, cause: &str) {
+    assert_eq!(o.code, Some(1), "exit code; stderr: {}", o.stderr);
+    assert!(o.stdout.is_empty(), "nothing on stdout: {}", o.stdout);
+    let lines: Vec<&str> = o.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line, got: {}", o.stderr);
+    let line = lines[0];
+    assert!(line.starts_with("crilet: error: "), "{line}");
+    assert!(line.contains(endpoint), "names the endpoint: {line}");
+    assert!(line.contains(cause), "says {cause:?}: {line}");
+    assert!(!line.contains("panicked"), "{line}");
+    assert!(o.took < Duration::from_secs(10), "took {:?}", o.took);
+}
+
+fn short_tempdir() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("crilet-ep-").tempdir_in("/tmp").unwrap()
+}
+
+#[test]
+fn missing_socket() {
+    let dir = short_tempdir();
+    let ep = format!("unix://{}/containerd.sock", dir.path().display());
+    assert_clear_failure(&runtime_info(&ep), &ep, "does not exist");
+}
+
+#[test]
+fn path_that_is_not_a_socket() {
+    let dir = short_tempdir();
+    let file = dir.path().join("plain-file");
+    std::fs::write(&file, "not a socket").unwrap();
+    let ep = format!("unix://{}", file.display());
+    assert_clear_failure(&runtime_info(&ep), &ep, "is not a unix socket");
+    let ep = format!("unix://{}", dir.path().display());
+    assert_clear_failure(&runtime_info(&ep), &ep, "is not a unix socket");
+}
+
+#[test]
+fn stale_socket_with_no_listener() {
+    let dir = short_tempdir();
+    let path = dir.path().join("stale.sock");
+    drop(UnixListener::bind(&path).unwrap()); // the file stays, nobody listens
+    let ep = format!("unix://{}", path.display());
+    assert_clear_failure(&runtime_info(&ep), &ep, "Connection refused");
+}
+
+/// Serves every connection with `reply`, then closes it (`None`: stay silent).
+fn serve(path: &Path, reply: Option<&'static [u8]>) {
+    let listener = UnixListener::bind(path).unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            match reply {
+                Some(bytes) => {
+                    let mut buf = [0u8; 1024];
+                    let _ = conn.read(&mut buf);
+                    let _ = conn.write_all(bytes);
+                }
+                None => held.push(conn),
+            }
+        }
+    });
+}
+
+#[test]
+fn socket_that_speaks_http() {
+    let dir = short_tempdir();
+    let path = dir.path().join("http.sock");
+    serve(
+        &path,
+        Some(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
+    );
+    let ep = format!("unix://{}", path.display());
+    assert_clear_failure(&runtime_info(&ep), &ep, "does not speak gRPC");
+}
+
+#[test]
+fn socket_that_never_answers_hits_the_deadline() {
+    let dir = short_tempdir();
+    let path = dir.path().join("silent.sock");
+    serve(&path, None);
+    let ep = format!("unix://{}", path.display());
+    let o = runtime_info(&ep);
+    assert_clear_failure(&o, &ep, "no answer within 2s");
+    assert!(o.took >= Duration::from_secs(2), "gave up early: {:?}", o.took);
+}
+
+#[test]
+fn unsupported_scheme() {
+    for ep in ["tcp://127.0.0.1:10010", "http://localhost:1234", "npipe:////./pipe/x"] {
+        let o = runtime_info(ep);
+        assert_clear_failure(&o, ep, "is not supported");
+    }
+}
+
+#[test]
+fn path_too_long_for_a_unix_socket() {
+    let ep = format!("unix:///tmp/{}.sock", "x".repeat(120));
+    assert_clear_failure(&runtime_info(&ep), &ep, "at most 107");
+}
+
+#[test]
+fn relative_path_is_refused() {
+    let ep = "unix://run/containerd/containerd.sock";
+    assert_clear_failure(&runtime_info(ep), ep, "not absolute");
+}
+
+#[tokio::test]
+async fn trait_calls_fail_with_typed_errors() {
+    let dir = short_tempdir();
+    let missing = format!("unix://{}/none.sock", dir.path().display());
+    let rt = CriRuntime::connect_lazy(&missing, RuntimeOptions::default()).unwrap();
+    let err = rt.version().await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err}");
+    assert!(err.to_string().contains("does not exist"), "{err}");
+    // The error keeps its source chain (the tonic status and below).
+    assert!(std::error::Error::source(&err).is_some());
+
+    let silent = dir.path().join("silent.sock");
+    serve(&silent, None);
+    let rt = CriRuntime::connect_lazy(
+        &format!("unix://{}", silent.display()),
+        RuntimeOptions {
+            request_timeout: Duration::from_millis(300),
+            ..RuntimeOptions::default()
+        },
+    )
+    .unwrap();
+    let start = Instant::now();
+    let err = rt.list_images().await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::DeadlineExceeded, "{err}");
+    assert!(start.elapsed() < Duration::from_secs(5));
+
+    let err = CriRuntime::connect_lazy("tcp://127.0.0.1:1", RuntimeOptions::default()).unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+}

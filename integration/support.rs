@@ -1,0 +1,161 @@
+//! Shared fixtures: the harness endpoint, and pods built as the kubelet
+//! builds them (labels, cgroup parent, log directory).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use crilet::runtime::labels::{ContainerLabels, PodSandboxLabels};
+use crilet::runtime::*;
+
+/// Images the harness imports.
+pub const BUSYBOX: &str = "docker.io/library/busybox:latest";
+pub const PAUSE: &str = "registry.k8s.io/pause:3.6";
+/// An image that only the harness's local registry holds.
+pub const PULLTEST: &str = "127.0.0.1:5000/crilet/pulltest:1";
+/// cgroupfs root under which the tests' pods live.
+pub const CGROUP_ROOT_NAME: &str = "crilet-test";
+
+pub fn endpoint() -> String {
+    std::env::var("CRILET_TEST_ENDPOINT").unwrap_or_else(|_| {
+        panic!(
+            "CRILET_TEST_ENDPOINT is not set: this test needs the private containerd. \
+             Run `bash scripts/test.sh`, or start it with `scripts/containerd-up.sh \
+             /tmp/crilet-test --registry` and export \
+             CRILET_TEST_ENDPOINT=unix:///tmp/crilet-test/containerd.sock"
+        )
+    })
+}
+
+pub fn runtime() -> CriRuntime {
+    CriRuntime::connect_lazy(
+        &endpoint(),
+        RuntimeOptions {
+            request_timeout: Duration::from_secs(30),
+            image_pull_timeout: Duration::from_secs(120),
+        },
+    )
+    .expect("harness endpoint is valid")
+}
+
+/// A pod name unique to this test process and call, so tests run in parallel.
+pub fn unique(prefix: &str) -> (String, String) {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let pid = std::process::id();
+    (
+        format!("{prefix}-{pid}-{n}"),
+        format!("{:08x}-0000-4000-8000-{:012x}", pid, n),
+    )
+}
+
+/// A pod as the kubelet would hand it to the runtime.
+pub struct PodFixture {
+    pub labels: PodSandboxLabels,
+    pub config: PodSandboxConfig,
+    pub log_dir: tempfile::TempDir,
+}
+
+impl PodFixture {
+    pub fn new(prefix: &str, host_network: bool) -> Self {
+        let (name, uid) = unique(prefix);
+        let labels = PodSandboxLabels {
+            pod_name: name.clone(),
+            pod_namespace: "crilet-test".into(),
+            pod_uid: uid.clone(),
+            pod_labels: BTreeMap::from([("app".to_string(), prefix.to_string())]),
+            pod_annotations: BTreeMap::from([(
+                "kubernetes.io/config.source".to_string(),
+                "file".to_string(),
+            )]),
+        };
+        let log_dir = tempfile::Builder::new()
+            .prefix("crilet-test-logs-")
+            .tempdir()
+            .unwrap();
+        let config = PodSandboxConfig {
+            metadata: PodSandboxMetadata {
+                name: name.clone(),
+                uid: uid.clone(),
+                namespace: "crilet-test".into(),
+                attempt: 0,
+            },
+            hostname: if host_network { String::new() } else { name.clone() },
+            log_directory: log_dir.path().to_string_lossy().into_owned(),
+            labels: labels.to_labels(),
+            annotations: labels.to_annotations(),
+            cgroup_parent: format!("/{CGROUP_ROOT_NAME}/pod{uid}"),
+            security: SandboxSecurity {
+                namespace_options: NamespaceOptions::for_pod(host_network, false, false),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        PodFixture {
+            labels,
+            config,
+            log_dir,
+        }
+    }
+
+    /// A busybox container of this pod running `script` with `sh -c`.
+    pub fn container(&self, name: &str, script: &str) -> (ContainerLabels, ContainerConfig) {
+        let labels = ContainerLabels {
+            pod_name: self.labels.pod_name.clone(),
+            pod_namespace: self.labels.pod_namespace.clone(),
+            pod_uid: self.labels.pod_uid.clone(),
+            container_name: name.into(),
+            hash: 0x5eed_c0de,
+            restart_count: 0,
+            termination_message_path: "/dev/termination-log".into(),
+            termination_message_policy: "File".into(),
+            termination_grace_period: Some(1),
+            deletion_grace_period: None,
+        };
+        let config = ContainerConfig {
+            metadata: ContainerMetadata {
+                name: name.into(),
+                attempt: 0,
+            },
+            image: BUSYBOX.into(),
+            command: vec!["sh".into(), "-c".into(), script.into()],
+            labels: labels.to_labels(),
+            annotations: labels.to_annotations(),
+            log_path: format!("{name}/0.log"),
+            envs: vec![("CRILET_TEST".into(), "1".into())],
+            security: Some(ContainerSecurity {
+                namespace_options: self.config.security.namespace_options.clone(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        (labels, config)
+    }
+
+    pub fn log_file(&self, container: &str) -> PathBuf {
+        self.log_dir.path().join(container).join("0.log")
+    }
+
+    pub fn cgroup_parent(&self) -> &str {
+        &self.config.cgroup_parent
+    }
+}
+
+/// Polls `f` every 100 ms until it returns Some, for at most `limit`.
+pub async fn eventually<T, F, Fut>(limit: Duration, mut f: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = f().await {
+            return Some(v);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
