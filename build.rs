@@ -6,7 +6,10 @@ use std::path::Path;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protos = ["cri/runtime/v1/api.proto"];
     for p in &protos {
-        println!("cargo:rerun-if-changed={}", Path::new("proto").join(p).display());
+        println!(
+            "cargo:rerun-if-changed={}",
+            Path::new("proto").join(p).display()
+        );
     }
     let fds = protox::compile(protos, ["proto"])?;
     tonic_prost_build::configure()

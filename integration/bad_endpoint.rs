@@ -53,7 +53,10 @@ fn assert_clear_failure(o: &Outcome, endpoint: &str, cause: &str) {
 }
 
 fn short_tempdir() -> tempfile::TempDir {
-    tempfile::Builder::new().prefix("crilet-ep-").tempdir_in("/tmp").unwrap()
+    tempfile::Builder::new()
+        .prefix("crilet-ep-")
+        .tempdir_in("/tmp")
+        .unwrap()
 }
 
 #[test]
@@ -122,12 +125,20 @@ fn socket_that_never_answers_hits_the_deadline() {
     let ep = format!("unix://{}", path.display());
     let o = runtime_info(&ep);
     assert_clear_failure(&o, &ep, "no answer within 2s");
-    assert!(o.took >= Duration::from_secs(2), "gave up early: {:?}", o.took);
+    assert!(
+        o.took >= Duration::from_secs(2),
+        "gave up early: {:?}",
+        o.took
+    );
 }
 
 #[test]
 fn unsupported_scheme() {
-    for ep in ["tcp://127.0.0.1:10010", "http://localhost:1234", "npipe:////./pipe/x"] {
+    for ep in [
+        "tcp://127.0.0.1:10010",
+        "http://localhost:1234",
+        "npipe:////./pipe/x",
+    ] {
         let o = runtime_info(ep);
         assert_clear_failure(&o, ep, "is not supported");
     }

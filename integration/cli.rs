@@ -23,7 +23,8 @@ fn runtime_info_table() {
     let (out, _) = run(&[]);
     assert!(out.contains("Runtime:      containerd "), "{out}");
     assert!(
-        out.lines().any(|l| l.starts_with("RuntimeReady") && l.contains("true")),
+        out.lines()
+            .any(|l| l.starts_with("RuntimeReady") && l.contains("true")),
         "{out}"
     );
     assert!(out.contains("NetworkReady"), "{out}");
@@ -49,7 +50,9 @@ fn runtime_info_json() {
     assert_eq!(ready["status"], true);
     let fs = &v["imageFilesystems"][0];
     let cap = fs["capacityBytes"].as_u64().expect("capacity from statvfs");
-    let avail = fs["availableBytes"].as_u64().expect("available from statvfs");
+    let avail = fs["availableBytes"]
+        .as_u64()
+        .expect("available from statvfs");
     assert!(cap > 0 && avail <= cap, "{fs}");
     assert!(fs["usedBytes"].as_u64().unwrap() > 0);
     let tags: Vec<&str> = v["images"]

@@ -35,12 +35,21 @@ async fn images_list_status_fs_info() {
         assert!(img.id.starts_with("sha256:"), "{img:?}");
         assert!(img.size > 500_000, "{img:?}");
     }
-    let bb = rt.image_status(BUSYBOX).await.unwrap().expect("busybox present");
+    let bb = rt
+        .image_status(BUSYBOX)
+        .await
+        .unwrap()
+        .expect("busybox present");
     assert!(bb.repo_tags.iter().any(|t| t == BUSYBOX));
     // By ID too.
     let by_id = rt.image_status(&bb.id).await.unwrap().expect("by id");
     assert_eq!(by_id.id, bb.id);
-    assert_eq!(rt.image_status("docker.io/library/nothing-here:0").await.unwrap(), None);
+    assert_eq!(
+        rt.image_status("docker.io/library/nothing-here:0")
+            .await
+            .unwrap(),
+        None
+    );
 
     let fs = rt.image_fs_info().await.unwrap();
     let first = fs.image_filesystems.first().expect("one image filesystem");
@@ -60,11 +69,23 @@ async fn pull_then_remove_an_image() {
     assert!(image_ref.starts_with("sha256:"), "{image_ref}");
     let img = rt.image_status(PULLTEST).await.unwrap().expect("pulled");
     assert_eq!(img.id, image_ref);
-    assert!(rt.list_images().await.unwrap().iter().any(|i| i.id == image_ref));
+    assert!(
+        rt.list_images()
+            .await
+            .unwrap()
+            .iter()
+            .any(|i| i.id == image_ref)
+    );
 
     rt.remove_image(PULLTEST).await.unwrap();
     assert_eq!(rt.image_status(PULLTEST).await.unwrap(), None);
-    assert!(!rt.list_images().await.unwrap().iter().any(|i| i.id == image_ref));
+    assert!(
+        !rt.list_images()
+            .await
+            .unwrap()
+            .iter()
+            .any(|i| i.id == image_ref)
+    );
     // CRI: removing what is not there succeeds.
     rt.remove_image(PULLTEST).await.unwrap();
 }
@@ -98,25 +119,29 @@ async fn pod_network_pod_lifecycle() {
 /// exec and stats call, then removes it and checks nothing is left.
 async fn pod_lifecycle(host_network: bool) {
     let rt = runtime();
-    let pod = PodFixture::new(if host_network { "hostnet" } else { "podnet" }, host_network);
+    let pod = PodFixture::new(
+        if host_network { "hostnet" } else { "podnet" },
+        host_network,
+    );
     let uid = pod.labels.pod_uid.clone();
-    let by_uid = Labels::from([(
-        labels::POD_UID_LABEL.to_string(),
-        uid.clone(),
-    )]);
+    let by_uid = Labels::from([(labels::POD_UID_LABEL.to_string(), uid.clone())]);
 
     // --- sandbox
     let sb = rt.run_pod_sandbox(&pod.config).await.unwrap();
     let status = rt.pod_sandbox_status(&sb).await.unwrap();
     assert_eq!(status.state, PodSandboxState::Ready);
     assert_eq!(status.metadata, pod.config.metadata);
-    let expect_net = if host_network { NamespaceMode::Node } else { NamespaceMode::Pod };
+    let expect_net = if host_network {
+        NamespaceMode::Node
+    } else {
+        NamespaceMode::Pod
+    };
     assert_eq!(status.namespace_options.network, expect_net);
     assert_eq!(status.namespace_options.pid, NamespaceMode::Container);
     if host_network {
         assert_eq!(status.ip, "", "host-network pods have no pod IP");
     } else {
-        assert!(status.ip.starts_with("10.88."), "pod IP {:?}", status.ip);
+        assert_in_pod_cidr(&status.ip);
     }
     assert_eq!(
         PodSandboxLabels::from_labels(&status.labels, &status.annotations).unwrap(),
@@ -151,7 +176,10 @@ async fn pod_lifecycle(host_network: bool) {
         "main",
         "echo hello-from-crilet; echo to-stderr >&2; exec sleep 3600",
     );
-    let ctr = rt.create_container(&sb, &cconfig, &pod.config).await.unwrap();
+    let ctr = rt
+        .create_container(&sb, &cconfig, &pod.config)
+        .await
+        .unwrap();
     let created = rt.container_status(&ctr).await.unwrap();
     assert_eq!(created.state, ContainerState::Created);
     rt.start_container(&ctr).await.unwrap();
@@ -199,16 +227,26 @@ async fn pod_lifecycle(host_network: bool) {
     })
     .await
     .unwrap_or_else(|| panic!("log {} never got the output", log_path.display()));
-    let line = log.lines().find(|l| l.contains("hello-from-crilet")).unwrap();
+    let line = log
+        .lines()
+        .find(|l| l.contains("hello-from-crilet"))
+        .unwrap();
     let fields: Vec<&str> = line.splitn(4, ' ').collect();
     assert_eq!(fields[1..], ["stdout", "F", "hello-from-crilet"], "{line}");
-    assert!(log.lines().any(|l| l.contains(" stderr F to-stderr")), "{log}");
+    assert!(
+        log.lines().any(|l| l.contains(" stderr F to-stderr")),
+        "{log}"
+    );
 
     // --- exec
     let out = rt
         .exec_sync(
             &ctr,
-            &["sh".into(), "-c".into(), "echo $CRILET_TEST; hostname; exit 3".into()],
+            &[
+                "sh".into(),
+                "-c".into(),
+                "echo $CRILET_TEST; hostname; exit 3".into(),
+            ],
             Duration::from_secs(10),
         )
         .await
@@ -220,7 +258,11 @@ async fn pod_lifecycle(host_network: bool) {
     let hostname = lines.next().unwrap_or_default();
     if host_network {
         let node = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
-        assert_eq!(hostname, node.trim(), "host-network pods see the node's name");
+        assert_eq!(
+            hostname,
+            node.trim(),
+            "host-network pods see the node's name"
+        );
     } else {
         assert_eq!(hostname, pod.labels.pod_name);
     }
@@ -235,7 +277,13 @@ async fn pod_lifecycle(host_network: bool) {
     .expect("container memory working set stays 0");
     assert_eq!(cstats.id, ctr);
     assert_eq!(cstats.metadata.name, "main");
-    assert!(cstats.cpu.as_ref().and_then(|c| c.usage_core_nano_seconds).is_some());
+    assert!(
+        cstats
+            .cpu
+            .as_ref()
+            .and_then(|c| c.usage_core_nano_seconds)
+            .is_some()
+    );
     let listed_stats = rt
         .list_container_stats(&ContainerStatsFilter {
             pod_sandbox_id: Some(sb.clone()),
@@ -282,10 +330,15 @@ async fn pod_lifecycle(host_network: bool) {
     assert_eq!(by_label[0].id, sb);
 
     // --- stop and remove the container (sleep ignores nothing; 1 s grace)
-    rt.stop_container(&ctr, Duration::from_secs(1)).await.unwrap();
+    rt.stop_container(&ctr, Duration::from_secs(1))
+        .await
+        .unwrap();
     let st = rt.container_status(&ctr).await.unwrap();
     assert_eq!(st.state, ContainerState::Exited);
-    assert!(st.finished_at >= st.started_at && st.finished_at > 0, "{st:?}");
+    assert!(
+        st.finished_at >= st.started_at && st.finished_at > 0,
+        "{st:?}"
+    );
     assert_ne!(st.exit_code, 0, "a stopped sleep does not exit 0: {st:?}");
     rt.remove_container(&ctr).await.unwrap();
     assert!(rt.container_status(&ctr).await.unwrap_err().is_not_found());
@@ -329,8 +382,18 @@ async fn assert_nothing_left(rt: &CriRuntime, uid: &str, cgroup_parent: &str) {
 #[ignore = "needs the harness containerd (scripts/test.sh)"]
 async fn runtime_errors_are_typed() {
     let rt = runtime();
-    assert!(rt.container_status("no-such-container").await.unwrap_err().is_not_found());
-    assert!(rt.pod_sandbox_status("no-such-sandbox").await.unwrap_err().is_not_found());
+    assert!(
+        rt.container_status("no-such-container")
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+    assert!(
+        rt.pod_sandbox_status("no-such-sandbox")
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
     let err = rt.start_container("no-such-container").await.unwrap_err();
     assert!(err.to_string().contains("StartContainer"), "{err}");
 
@@ -339,13 +402,35 @@ async fn runtime_errors_are_typed() {
     let pod = PodFixture::new("reserved", true);
     let sb = rt.run_pod_sandbox(&pod.config).await.unwrap();
     let again = rt.run_pod_sandbox(&pod.config).await;
-    assert!(again.is_err(), "second RunPodSandbox with the same attempt: {again:?}");
+    assert!(
+        again.is_err(),
+        "second RunPodSandbox with the same attempt: {again:?}"
+    );
     let (_, mut cfg) = pod.container("c", "true");
     cfg.image = "docker.io/library/not-imported:9".into();
-    let err = rt.create_container(&sb, &cfg, &pod.config).await.unwrap_err();
+    let err = rt
+        .create_container(&sb, &cfg, &pod.config)
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("not-imported"), "{err}");
     rt.stop_pod_sandbox(&sb).await.unwrap();
     rt.remove_pod_sandbox(&sb).await.unwrap();
     remove_pod_cgroup(Path::new(CGROUP_ROOT), pod.cgroup_parent()).unwrap();
     assert_nothing_left(&rt, &pod.labels.pod_uid, pod.cgroup_parent()).await;
+}
+
+/// The pod IP lies in the harness's pod CIDR (CRILET_TEST_POD_CIDR, default
+/// the harness default 10.88.0.0/16).
+fn assert_in_pod_cidr(ip: &str) {
+    let cidr = std::env::var("CRILET_TEST_POD_CIDR").unwrap_or_else(|_| "10.88.0.0/16".into());
+    let (net, bits) = cidr.split_once('/').expect("CIDR a.b.c.d/n");
+    let net: std::net::Ipv4Addr = net.parse().unwrap();
+    let bits: u32 = bits.parse().unwrap();
+    let addr: std::net::Ipv4Addr = ip.parse().unwrap_or_else(|_| panic!("pod IP {ip:?}"));
+    let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+    assert_eq!(
+        u32::from(addr) & mask,
+        u32::from(net) & mask,
+        "pod IP {ip} outside {cidr}"
+    );
 }

@@ -81,7 +81,11 @@ impl PodFixture {
                 namespace: "crilet-test".into(),
                 attempt: 0,
             },
-            hostname: if host_network { String::new() } else { name.clone() },
+            hostname: if host_network {
+                String::new()
+            } else {
+                name.clone()
+            },
             log_directory: log_dir.path().to_string_lossy().into_owned(),
             labels: labels.to_labels(),
             annotations: labels.to_annotations(),

@@ -11,7 +11,11 @@ use crilet::images::disk::Statvfs;
 use crilet::runtime::{CriRuntime, DEFAULT_ENDPOINT, RuntimeError, RuntimeOptions};
 
 #[derive(Parser)]
-#[command(name = "crilet", version, about = "Runs static pods on a CRI runtime, as the kubelet does")]
+#[command(
+    name = "crilet",
+    version,
+    about = "Runs static pods on a CRI runtime, as the kubelet does"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -83,7 +87,10 @@ fn one_line(err: &anyhow::Error) -> String {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("crilet: error: starting the async runtime: {e}");

@@ -74,7 +74,8 @@ pub async fn gather(
             let stat = if f.mountpoint.is_empty() {
                 Err("the runtime reported no mountpoint".to_string())
             } else {
-                disk.stat(Path::new(&f.mountpoint)).map_err(|e| e.to_string())
+                disk.stat(Path::new(&f.mountpoint))
+                    .map_err(|e| e.to_string())
             };
             let (capacity_bytes, available_bytes, error) = match stat {
                 Ok(FsStats {
@@ -192,7 +193,10 @@ mod tests {
         let info = gather(&rt, "unix:///x.sock", &FixedDisk).await.unwrap();
         assert_eq!(info.runtime_name, "fake");
         assert_eq!(info.images.len(), 2);
-        assert_eq!(info.images[0].repo_tags, ["docker.io/library/busybox:latest"]);
+        assert_eq!(
+            info.images[0].repo_tags,
+            ["docker.io/library/busybox:latest"]
+        );
         let fs = &info.image_filesystems[0];
         assert_eq!(fs.capacity_bytes, Some(100 << 20));
         assert_eq!(fs.used_bytes, Some(1_031_774 + 1_028_283));

@@ -33,7 +33,11 @@ impl DiskStats for Statvfs {
                 format!("statvfs {}: {e}", path.display()),
             )
         })?;
-        let frsize = if s.f_frsize > 0 { s.f_frsize } else { s.f_bsize };
+        let frsize = if s.f_frsize > 0 {
+            s.f_frsize
+        } else {
+            s.f_bsize
+        };
         Ok(FsStats {
             capacity_bytes: s.f_blocks.saturating_mul(frsize),
             available_bytes: s.f_bavail.saturating_mul(frsize),

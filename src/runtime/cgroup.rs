@@ -91,8 +91,12 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["cpu/kubepods/podabc", "memory/kubepods/podabc", "pids/kubepods/podabc"]
-                .map(PathBuf::from)
+            [
+                "cpu/kubepods/podabc",
+                "memory/kubepods/podabc",
+                "pids/kubepods/podabc"
+            ]
+            .map(PathBuf::from)
         );
     }
 

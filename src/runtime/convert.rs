@@ -39,7 +39,6 @@ fn ns_options_to(o: &NamespaceOptions) -> pb::NamespaceOption {
         pid: ns_mode_to(o.pid),
         ipc: ns_mode_to(o.ipc),
         target_id: o.target_id.clone(),
-        ..Default::default()
     }
 }
 
@@ -442,7 +441,11 @@ pub(super) fn sandbox_stats_from(s: pb::PodSandboxStats) -> PodSandboxStats {
             interfaces: n.interfaces.into_iter().map(interface_from).collect(),
         }),
         process_count: linux.process.and_then(|p| uint64(p.process_count)),
-        containers: linux.containers.into_iter().map(container_stats_from).collect(),
+        containers: linux
+            .containers
+            .into_iter()
+            .map(container_stats_from)
+            .collect(),
     }
 }
 
@@ -490,4 +493,3 @@ pub(super) fn runtime_status_from(s: pb::RuntimeStatus) -> RuntimeStatus {
             .collect(),
     }
 }
-

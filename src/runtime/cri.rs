@@ -149,16 +149,22 @@ macro_rules! rpc {
         let t = $self.timeout();
         let req = $self.request($msg, t);
         let mut client = $self.$client.clone();
-        $self.call($op, t, async move { client.$method(req).await }).await
+        $self
+            .call($op, t, async move { client.$method(req).await })
+            .await
     }};
 }
 
 #[async_trait::async_trait]
 impl Runtime for CriRuntime {
     async fn version(&self) -> Result<VersionInfo> {
-        let r = rpc!(self, "Version", runtime.version(pb::VersionRequest {
-            version: "v1".into()
-        }))?;
+        let r = rpc!(
+            self,
+            "Version",
+            runtime.version(pb::VersionRequest {
+                version: "v1".into()
+            })
+        )?;
         Ok(VersionInfo {
             runtime_name: r.runtime_name,
             runtime_version: r.runtime_version,
@@ -167,16 +173,26 @@ impl Runtime for CriRuntime {
     }
 
     async fn status(&self) -> Result<RuntimeStatus> {
-        let r = rpc!(self, "Status", runtime.status(pb::StatusRequest { verbose: false }))?;
-        let status = r.status.ok_or_else(|| self.malformed("Status", "no status"))?;
+        let r = rpc!(
+            self,
+            "Status",
+            runtime.status(pb::StatusRequest { verbose: false })
+        )?;
+        let status = r
+            .status
+            .ok_or_else(|| self.malformed("Status", "no status"))?;
         Ok(runtime_status_from(status))
     }
 
     async fn run_pod_sandbox(&self, config: &PodSandboxConfig) -> Result<String> {
-        let r = rpc!(self, "RunPodSandbox", runtime.run_pod_sandbox(pb::RunPodSandboxRequest {
-            config: Some(sandbox_config_to(config)),
-            runtime_handler: config.runtime_handler.clone(),
-        }))?;
+        let r = rpc!(
+            self,
+            "RunPodSandbox",
+            runtime.run_pod_sandbox(pb::RunPodSandboxRequest {
+                config: Some(sandbox_config_to(config)),
+                runtime_handler: config.runtime_handler.clone(),
+            })
+        )?;
         if r.pod_sandbox_id.is_empty() {
             return Err(self.malformed("RunPodSandbox", "empty pod_sandbox_id"));
         }
@@ -184,24 +200,36 @@ impl Runtime for CriRuntime {
     }
 
     async fn stop_pod_sandbox(&self, id: &str) -> Result<()> {
-        rpc!(self, "StopPodSandbox", runtime.stop_pod_sandbox(pb::StopPodSandboxRequest {
-            pod_sandbox_id: id.into()
-        }))?;
+        rpc!(
+            self,
+            "StopPodSandbox",
+            runtime.stop_pod_sandbox(pb::StopPodSandboxRequest {
+                pod_sandbox_id: id.into()
+            })
+        )?;
         Ok(())
     }
 
     async fn remove_pod_sandbox(&self, id: &str) -> Result<()> {
-        rpc!(self, "RemovePodSandbox", runtime.remove_pod_sandbox(pb::RemovePodSandboxRequest {
-            pod_sandbox_id: id.into()
-        }))?;
+        rpc!(
+            self,
+            "RemovePodSandbox",
+            runtime.remove_pod_sandbox(pb::RemovePodSandboxRequest {
+                pod_sandbox_id: id.into()
+            })
+        )?;
         Ok(())
     }
 
     async fn pod_sandbox_status(&self, id: &str) -> Result<PodSandboxStatus> {
-        let r = rpc!(self, "PodSandboxStatus", runtime.pod_sandbox_status(pb::PodSandboxStatusRequest {
-            pod_sandbox_id: id.into(),
-            verbose: false,
-        }))?;
+        let r = rpc!(
+            self,
+            "PodSandboxStatus",
+            runtime.pod_sandbox_status(pb::PodSandboxStatusRequest {
+                pod_sandbox_id: id.into(),
+                verbose: false,
+            })
+        )?;
         let status = r
             .status
             .ok_or_else(|| self.malformed("PodSandboxStatus", "no status"))?;
@@ -209,9 +237,13 @@ impl Runtime for CriRuntime {
     }
 
     async fn list_pod_sandbox(&self, filter: &PodSandboxFilter) -> Result<Vec<PodSandbox>> {
-        let r = rpc!(self, "ListPodSandbox", runtime.list_pod_sandbox(pb::ListPodSandboxRequest {
-            filter: Some(sandbox_filter_to(filter)),
-        }))?;
+        let r = rpc!(
+            self,
+            "ListPodSandbox",
+            runtime.list_pod_sandbox(pb::ListPodSandboxRequest {
+                filter: Some(sandbox_filter_to(filter)),
+            })
+        )?;
         Ok(r.items.into_iter().map(sandbox_from).collect())
     }
 
@@ -221,11 +253,15 @@ impl Runtime for CriRuntime {
         config: &ContainerConfig,
         sandbox: &PodSandboxConfig,
     ) -> Result<String> {
-        let r = rpc!(self, "CreateContainer", runtime.create_container(pb::CreateContainerRequest {
-            pod_sandbox_id: pod_sandbox_id.into(),
-            config: Some(container_config_to(config)),
-            sandbox_config: Some(sandbox_config_to(sandbox)),
-        }))?;
+        let r = rpc!(
+            self,
+            "CreateContainer",
+            runtime.create_container(pb::CreateContainerRequest {
+                pod_sandbox_id: pod_sandbox_id.into(),
+                config: Some(container_config_to(config)),
+                sandbox_config: Some(sandbox_config_to(sandbox)),
+            })
+        )?;
         if r.container_id.is_empty() {
             return Err(self.malformed("CreateContainer", "empty container_id"));
         }
@@ -233,9 +269,13 @@ impl Runtime for CriRuntime {
     }
 
     async fn start_container(&self, id: &str) -> Result<()> {
-        rpc!(self, "StartContainer", runtime.start_container(pb::StartContainerRequest {
-            container_id: id.into()
-        }))?;
+        rpc!(
+            self,
+            "StartContainer",
+            runtime.start_container(pb::StartContainerRequest {
+                container_id: id.into()
+            })
+        )?;
         Ok(())
     }
 
@@ -250,30 +290,44 @@ impl Runtime for CriRuntime {
             t,
         );
         let mut client = self.runtime.clone();
-        self.call("StopContainer", t, async move { client.stop_container(req).await })
-            .await?;
+        self.call("StopContainer", t, async move {
+            client.stop_container(req).await
+        })
+        .await?;
         Ok(())
     }
 
     async fn remove_container(&self, id: &str) -> Result<()> {
-        rpc!(self, "RemoveContainer", runtime.remove_container(pb::RemoveContainerRequest {
-            container_id: id.into()
-        }))?;
+        rpc!(
+            self,
+            "RemoveContainer",
+            runtime.remove_container(pb::RemoveContainerRequest {
+                container_id: id.into()
+            })
+        )?;
         Ok(())
     }
 
     async fn list_containers(&self, filter: &ContainerFilter) -> Result<Vec<Container>> {
-        let r = rpc!(self, "ListContainers", runtime.list_containers(pb::ListContainersRequest {
-            filter: Some(container_filter_to(filter)),
-        }))?;
+        let r = rpc!(
+            self,
+            "ListContainers",
+            runtime.list_containers(pb::ListContainersRequest {
+                filter: Some(container_filter_to(filter)),
+            })
+        )?;
         Ok(r.containers.into_iter().map(container_from).collect())
     }
 
     async fn container_status(&self, id: &str) -> Result<ContainerStatus> {
-        let r = rpc!(self, "ContainerStatus", runtime.container_status(pb::ContainerStatusRequest {
-            container_id: id.into(),
-            verbose: false,
-        }))?;
+        let r = rpc!(
+            self,
+            "ContainerStatus",
+            runtime.container_status(pb::ContainerStatusRequest {
+                container_id: id.into(),
+                verbose: false,
+            })
+        )?;
         let status = r
             .status
             .ok_or_else(|| self.malformed("ContainerStatus", "no status"))?;
@@ -307,9 +361,13 @@ impl Runtime for CriRuntime {
     }
 
     async fn container_stats(&self, id: &str) -> Result<ContainerStats> {
-        let r = rpc!(self, "ContainerStats", runtime.container_stats(pb::ContainerStatsRequest {
-            container_id: id.into()
-        }))?;
+        let r = rpc!(
+            self,
+            "ContainerStats",
+            runtime.container_stats(pb::ContainerStatsRequest {
+                container_id: id.into()
+            })
+        )?;
         let stats = r
             .stats
             .ok_or_else(|| self.malformed("ContainerStats", "no stats"))?;
@@ -320,16 +378,24 @@ impl Runtime for CriRuntime {
         &self,
         filter: &ContainerStatsFilter,
     ) -> Result<Vec<ContainerStats>> {
-        let r = rpc!(self, "ListContainerStats", runtime.list_container_stats(pb::ListContainerStatsRequest {
-            filter: Some(container_stats_filter_to(filter)),
-        }))?;
+        let r = rpc!(
+            self,
+            "ListContainerStats",
+            runtime.list_container_stats(pb::ListContainerStatsRequest {
+                filter: Some(container_stats_filter_to(filter)),
+            })
+        )?;
         Ok(r.stats.into_iter().map(container_stats_from).collect())
     }
 
     async fn pod_sandbox_stats(&self, id: &str) -> Result<PodSandboxStats> {
-        let r = rpc!(self, "PodSandboxStats", runtime.pod_sandbox_stats(pb::PodSandboxStatsRequest {
-            pod_sandbox_id: id.into()
-        }))?;
+        let r = rpc!(
+            self,
+            "PodSandboxStats",
+            runtime.pod_sandbox_stats(pb::PodSandboxStatsRequest {
+                pod_sandbox_id: id.into()
+            })
+        )?;
         let stats = r
             .stats
             .ok_or_else(|| self.malformed("PodSandboxStats", "no stats"))?;
@@ -340,22 +406,34 @@ impl Runtime for CriRuntime {
         &self,
         filter: &PodSandboxStatsFilter,
     ) -> Result<Vec<PodSandboxStats>> {
-        let r = rpc!(self, "ListPodSandboxStats", runtime.list_pod_sandbox_stats(pb::ListPodSandboxStatsRequest {
-            filter: Some(sandbox_stats_filter_to(filter)),
-        }))?;
+        let r = rpc!(
+            self,
+            "ListPodSandboxStats",
+            runtime.list_pod_sandbox_stats(pb::ListPodSandboxStatsRequest {
+                filter: Some(sandbox_stats_filter_to(filter)),
+            })
+        )?;
         Ok(r.stats.into_iter().map(sandbox_stats_from).collect())
     }
 
     async fn list_images(&self) -> Result<Vec<Image>> {
-        let r = rpc!(self, "ListImages", images.list_images(pb::ListImagesRequest { filter: None }))?;
+        let r = rpc!(
+            self,
+            "ListImages",
+            images.list_images(pb::ListImagesRequest { filter: None })
+        )?;
         Ok(r.images.into_iter().map(image_from).collect())
     }
 
     async fn image_status(&self, image: &str) -> Result<Option<Image>> {
-        let r = rpc!(self, "ImageStatus", images.image_status(pb::ImageStatusRequest {
-            image: Some(image_spec(image)),
-            verbose: false,
-        }))?;
+        let r = rpc!(
+            self,
+            "ImageStatus",
+            images.image_status(pb::ImageStatusRequest {
+                image: Some(image_spec(image)),
+                verbose: false,
+            })
+        )?;
         // CRI answers OK with no image when it does not have it.
         Ok(r.image.filter(|i| !i.id.is_empty()).map(image_from))
     }
@@ -386,14 +464,22 @@ impl Runtime for CriRuntime {
     }
 
     async fn remove_image(&self, image: &str) -> Result<()> {
-        rpc!(self, "RemoveImage", images.remove_image(pb::RemoveImageRequest {
-            image: Some(image_spec(image)),
-        }))?;
+        rpc!(
+            self,
+            "RemoveImage",
+            images.remove_image(pb::RemoveImageRequest {
+                image: Some(image_spec(image)),
+            })
+        )?;
         Ok(())
     }
 
     async fn image_fs_info(&self) -> Result<ImageFsInfo> {
-        let r = rpc!(self, "ImageFsInfo", images.image_fs_info(pb::ImageFsInfoRequest {}))?;
+        let r = rpc!(
+            self,
+            "ImageFsInfo",
+            images.image_fs_info(pb::ImageFsInfoRequest {})
+        )?;
         Ok(ImageFsInfo {
             image_filesystems: r.image_filesystems.into_iter().map(fs_usage_from).collect(),
             container_filesystems: r

@@ -82,7 +82,10 @@ pub fn check_socket(path: &Path) -> std::io::Result<()> {
     match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(std::io::Error::new(
             e.kind(),
-            format!("{} does not exist (is the runtime running?)", path.display()),
+            format!(
+                "{} does not exist (is the runtime running?)",
+                path.display()
+            ),
         )),
         Err(e) => Err(std::io::Error::new(
             e.kind(),

@@ -97,7 +97,13 @@ impl FakeRuntime {
 
     /// The names of the calls so far, in order.
     pub fn ops(&self) -> Vec<&'static str> {
-        self.state.lock().unwrap().calls.iter().map(|c| c.op).collect()
+        self.state
+            .lock()
+            .unwrap()
+            .calls
+            .iter()
+            .map(|c| c.op)
+            .collect()
     }
 
     fn enter(&self, op: &'static str, arg: &str) -> Result<std::sync::MutexGuard<'_, State>> {
@@ -188,7 +194,10 @@ impl Runtime for FakeRuntime {
 
     async fn run_pod_sandbox(&self, config: &PodSandboxConfig) -> Result<String> {
         let mut s = self.enter("RunPodSandbox", &config.metadata.name)?;
-        let taken = s.sandboxes.values().any(|(c, _, _)| c.metadata == config.metadata);
+        let taken = s
+            .sandboxes
+            .values()
+            .any(|(c, _, _)| c.metadata == config.metadata);
         if taken {
             return Err(RuntimeError::Rpc {
                 endpoint: "fake://".into(),
@@ -566,7 +575,10 @@ mod tests {
         };
         let cid = rt.create_container(&id, &cfg, &sb).await.unwrap();
         rt.start_container(&cid).await.unwrap();
-        let list = rt.list_containers(&ContainerFilter::default()).await.unwrap();
+        let list = rt
+            .list_containers(&ContainerFilter::default())
+            .await
+            .unwrap();
         assert_eq!(list.len(), 1);
         assert_eq!(list[0].state, ContainerState::Running);
         assert_eq!(list[0].image_ref, "sha256:busybox-latest");
@@ -610,7 +622,9 @@ mod tests {
         let rt = FakeRuntime::new();
         let id = rt.add_image("docker.io/library/busybox:latest", 5);
         assert!(rt.image_status(&id).await.unwrap().is_some());
-        rt.remove_image("docker.io/library/busybox:latest").await.unwrap();
+        rt.remove_image("docker.io/library/busybox:latest")
+            .await
+            .unwrap();
         assert!(rt.image_status(&id).await.unwrap().is_none());
         assert!(rt.list_images().await.unwrap().is_empty());
     }

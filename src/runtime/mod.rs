@@ -57,8 +57,12 @@ pub trait Runtime: Send + Sync {
     async fn list_containers(&self, filter: &ContainerFilter) -> Result<Vec<Container>>;
     async fn container_status(&self, id: &str) -> Result<ContainerStatus>;
     /// Runs `cmd` in a container and waits at most `timeout` for it.
-    async fn exec_sync(&self, id: &str, cmd: &[String], timeout: Duration)
-    -> Result<ExecSyncResult>;
+    async fn exec_sync(
+        &self,
+        id: &str,
+        cmd: &[String],
+        timeout: Duration,
+    ) -> Result<ExecSyncResult>;
 
     async fn container_stats(&self, id: &str) -> Result<ContainerStats>;
     async fn list_container_stats(

@@ -38,7 +38,10 @@ pub struct RuntimeStatus {
 impl RuntimeStatus {
     /// The status of condition `kind`, `None` when the runtime did not report it.
     pub fn condition(&self, kind: &str) -> Option<bool> {
-        self.conditions.iter().find(|c| c.kind == kind).map(|c| c.status)
+        self.conditions
+            .iter()
+            .find(|c| c.kind == kind)
+            .map(|c| c.status)
     }
 }
 

@@ -1,0 +1,24 @@
+# Shared by crilet's scripts: tool checks and the private containerd's
+# settings. Sourced, not run.
+
+export PATH="$HOME/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+say() { echo "[crilet $(date +%H:%M:%S)] $*" >&2; }
+die() { echo "[crilet] ERROR: $*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "run as root: the private containerd needs it"
+
+# The Rust toolchain is the one thing the machine must bring (no toolchain
+# can be downloaded here); a C linker comes from apt-get when missing.
+need_toolchain() {
+  command -v cargo >/dev/null || die "cargo not found: install the Rust toolchain (rustup) first"
+  if ! command -v cc >/dev/null; then
+    say "apt-get install gcc libc6-dev (the linker rustc needs)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y --no-install-recommends gcc libc6-dev >/dev/null 2>&1 || {
+      apt-get update >/dev/null
+      apt-get install -y --no-install-recommends gcc libc6-dev >/dev/null
+    }
+  fi
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run calls this):
+#   1. cargo fmt --check, clippy with warnings denied, unit tests;
+#   2. a private containerd (own root, state, socket, bridge, registry on
+#      127.0.0.1:5000) brought up by scripts/containerd-up.sh, installing
+#      containerd, runc, CNI plugins and busybox-static with apt-get if needed;
+#   3. the integration binary against it, including the #[ignore]d tests
+#      that need a runtime;
+#   4. containerd stopped and everything it left removed, pass or fail.
+# Environment: CRILET_TEST_DIR (default /tmp/crilet-test).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+need_toolchain
+
+STATE=${CRILET_TEST_DIR:-/tmp/crilet-test}
+# Own bridge, CIDR and cgroup root, so a developer's other instance is untouched.
+export CTRLAB_BRIDGE=crilettest0 CTRLAB_POD_CIDR=10.89.0.0/16 CTRLAB_CGROUP_ROOT=crilet-test
+
+say "cargo fmt --check"
+cargo fmt --all -- --check
+say "cargo clippy --all-targets -D warnings"
+cargo clippy --all-targets --quiet -- -D warnings
+say "unit tests"
+cargo test --lib --bins
+
+say "starting the private containerd in $STATE"
+cleanup() {
+  local rc=$?
+  say "stopping the private containerd"
+  bash "$ROOT/scripts/containerd-down.sh" "$STATE" --purge || true
+  exit $rc
+}
+trap cleanup EXIT
+SOCK=$(bash "$ROOT/scripts/containerd-up.sh" "$STATE" --registry)
+
+say "integration tests against unix://$SOCK"
+CRILET_TEST_ENDPOINT="unix://$SOCK" CRILET_TEST_POD_CIDR="$CTRLAB_POD_CIDR" \
+  cargo test --test integration -- --include-ignored
