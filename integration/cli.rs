@@ -37,8 +37,20 @@ fn runtime_info_table() {
 #[test]
 #[ignore = "needs the harness containerd (scripts/test.sh)"]
 fn runtime_info_json() {
-    let (out, _) = run(&["-o", "json"]);
-    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    // containerd refreshes image-fs usage every stats_collect_period: a
+    // fresh one reports 0 used bytes until then.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let v = loop {
+        let (out, _) = run(&["-o", "json"]);
+        let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+        let used = v["imageFilesystems"][0]["usedBytes"]
+            .as_u64()
+            .expect("usedBytes");
+        if used > 0 || std::time::Instant::now() > deadline {
+            break v;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
     assert_eq!(v["runtimeName"], "containerd");
     assert!(v["runtimeVersion"].as_str().is_some_and(|s| !s.is_empty()));
     let ready = v["conditions"]

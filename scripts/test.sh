@@ -16,6 +16,8 @@ need_toolchain
 STATE=${CRILET_TEST_DIR:-/tmp/crilet-test}
 # Own bridge, CIDR and cgroup root, so a developer's other instance is untouched.
 export CTRLAB_BRIDGE=crilettest0 CTRLAB_POD_CIDR=10.89.0.0/16 CTRLAB_CGROUP_ROOT=crilet-test
+# containerd refreshes image-fs and snapshot usage this often (seconds).
+export CTRLAB_STATS_PERIOD=1
 
 say "cargo fmt --check"
 cargo fmt --all -- --check
