@@ -3,7 +3,9 @@
 //! unused images and serves pod stats.
 
 pub mod cli;
+pub mod config;
 pub mod images;
+pub mod pod;
 pub mod runtime;
 
 /// Generated CRI messages and clients. Only `runtime::cri` and

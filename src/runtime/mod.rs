@@ -12,6 +12,7 @@ pub mod endpoint;
 mod error;
 pub mod fake;
 pub mod labels;
+pub mod mapping;
 pub mod types;
 
 pub use cri::{CriRuntime, RuntimeOptions};

@@ -1,0 +1,6 @@
+//! Pod sources and their merge: the file source (a manifest directory) and,
+//! later, the URL source, each reporting SETs that `merge` folds into adds,
+//! updates and removes.
+
+pub mod file;
+pub mod merge;

@@ -1,0 +1,64 @@
+//! Pods as crilet knows them: the manifest model and its validation, the
+//! kubelet's defaulting of static pods, and the pod manager.
+//!
+//! Invariant: nothing here does I/O or reads a clock; callers pass the
+//! bytes they read and the time they observed.
+
+pub mod defaults;
+pub mod manager;
+pub mod model;
+
+pub use k8s_openapi::api::core::v1::Pod;
+
+/// `kubernetes.io/config.source`: which source a static pod came from.
+pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
+/// `kubernetes.io/config.hash`: the static pod's hash (its UID).
+pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
+/// `kubernetes.io/config.seen`: when the agent first saw this version.
+pub const CONFIG_SEEN_ANNOTATION: &str = "kubernetes.io/config.seen";
+/// `kubernetes.io/config.mirror`: on a mirror pod, its static pod's hash.
+pub const CONFIG_MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// Values of `kubernetes.io/config.source`.
+pub const FILE_SOURCE: &str = "file";
+pub const HTTP_SOURCE: &str = "http";
+pub const API_SOURCE: &str = "api";
+
+/// The kubelet's pod full name, `<name>_<namespace>`.
+pub fn full_name(pod: &Pod) -> String {
+    format!("{}_{}", name(pod), namespace(pod))
+}
+
+pub fn name(pod: &Pod) -> &str {
+    pod.metadata.name.as_deref().unwrap_or_default()
+}
+
+pub fn namespace(pod: &Pod) -> &str {
+    pod.metadata.namespace.as_deref().unwrap_or_default()
+}
+
+pub fn uid(pod: &Pod) -> &str {
+    pod.metadata.uid.as_deref().unwrap_or_default()
+}
+
+/// An annotation of the pod, if set.
+pub fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+}
+
+/// True for a mirror pod (one the API server holds for a static pod).
+pub fn is_mirror_pod(pod: &Pod) -> bool {
+    annotation(pod, CONFIG_MIRROR_ANNOTATION).is_some()
+}
+
+/// True for a static pod (one from a file or URL source).
+pub fn is_static_pod(pod: &Pod) -> bool {
+    matches!(
+        annotation(pod, CONFIG_SOURCE_ANNOTATION),
+        Some(FILE_SOURCE) | Some(HTTP_SOURCE)
+    )
+}
