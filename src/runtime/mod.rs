@@ -5,6 +5,7 @@
 //! Implementations: `CriRuntime` (real, over a unix socket) and
 //! `FakeRuntime` (in memory, records calls, for unit tests).
 
+pub mod backoff;
 pub mod cgroup;
 mod convert;
 pub mod cri;
@@ -13,6 +14,8 @@ mod error;
 pub mod fake;
 pub mod labels;
 pub mod mapping;
+pub mod plan;
+pub mod status;
 pub mod types;
 
 pub use cri::{CriRuntime, RuntimeOptions};
