@@ -6,6 +6,8 @@
 //! endpoint as CRILET_TEST_ENDPOINT and runs them with `--include-ignored`.
 //! Tests without that need (bad endpoints) always run.
 
+mod agent;
+mod agent_cases;
 mod bad_endpoint;
 mod cli;
 mod cri;

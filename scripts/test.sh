@@ -26,16 +26,26 @@ cargo clippy --all-targets --quiet -- -D warnings
 say "unit tests"
 cargo test --lib --bins
 
-say "starting the private containerd in $STATE"
+# Two private containerds: the CRI tests create kubelet-labelled pods, and an
+# agent owns every such pod on its runtime, so the agent tests get their own.
+AGENT_STATE=${CRILET_AGENT_TEST_DIR:-/tmp/crilet-agent-test}
 cleanup() {
   local rc=$?
-  say "stopping the private containerd"
+  say "stopping the private containerds"
+  CTRLAB_BRIDGE=crilettest1 CTRLAB_CGROUP_ROOT=crilet-agent-test \
+    bash "$ROOT/scripts/containerd-down.sh" "$AGENT_STATE" --purge || true
   bash "$ROOT/scripts/containerd-down.sh" "$STATE" --purge || true
   exit $rc
 }
 trap cleanup EXIT
+say "starting the private containerd in $STATE"
 SOCK=$(bash "$ROOT/scripts/containerd-up.sh" "$STATE" --registry)
+say "starting the agent tests' containerd in $AGENT_STATE"
+AGENT_SOCK=$(CTRLAB_BRIDGE=crilettest1 CTRLAB_POD_CIDR=10.92.0.0/16 \
+  bash "$ROOT/scripts/containerd-up.sh" "$AGENT_STATE")
 
-say "integration tests against unix://$SOCK"
+say "integration tests against unix://$SOCK and unix://$AGENT_SOCK"
 CRILET_TEST_ENDPOINT="unix://$SOCK" CRILET_TEST_POD_CIDR="$CTRLAB_POD_CIDR" \
+  CRILET_AGENT_TEST_ENDPOINT="unix://$AGENT_SOCK" CRILET_AGENT_TEST_DIR="$AGENT_STATE" \
+  CRILET_AGENT_TEST_BRIDGE=crilettest1 CRILET_AGENT_TEST_POD_CIDR=10.92.0.0/16 \
   cargo test --test integration -- --include-ignored

@@ -2,6 +2,7 @@
 //! runtime (containerd, CRI-O), mirrors them to the API server, collects
 //! unused images and serves pod stats.
 
+pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod images;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+use crilet::agent::config::{LogFormat, RunArgs};
 use crilet::cli::{OutputFormat, duration::parse_duration, runtime_info};
 use crilet::images::disk::Statvfs;
 use crilet::runtime::{CriRuntime, DEFAULT_ENDPOINT, RuntimeError, RuntimeOptions};
@@ -23,6 +24,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the agent: static pods from --pod-manifest-path on the CRI runtime.
+    Run(RunArgs),
     /// Show the runtime's name, version, conditions, image filesystem and images.
     RuntimeInfo {
         /// The CRI endpoint (unix socket).
@@ -37,17 +40,23 @@ enum Command {
     },
 }
 
-fn init_logging() {
+/// Logs go to stderr; CRILET_LOG (an env-filter) overrides the level.
+fn init_logging(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CRILET_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Run(args) => run_agent(args).await,
         Command::RuntimeInfo {
             container_runtime_endpoint,
             runtime_request_timeout,
@@ -71,6 +80,85 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// `crilet run`: start the agent and run until SIGTERM or SIGINT; pods are
+/// left running, as the kubelet leaves them.
+async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
+    use crilet::agent::{Agent, node};
+    use crilet::runtime::mapping::NodeContext;
+    use crilet::runtime::{Runtime, cgroup::CGROUP_ROOT};
+    use std::sync::Arc;
+
+    let settings = crilet::agent::config::load(&args)?;
+    let node_name = node::node_name(settings.hostname_override.as_deref())
+        .context("determining the node name")?;
+    let runtime = CriRuntime::connect_lazy(
+        &settings.container_runtime_endpoint,
+        RuntimeOptions {
+            request_timeout: settings.runtime_request_timeout,
+            ..RuntimeOptions::default()
+        },
+    )?;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    spawn_signal_handler(cancel.clone());
+    // Like the kubelet, wait for the runtime rather than give up on it.
+    let version = loop {
+        match runtime.version().await {
+            Ok(v) => break v,
+            Err(e) => {
+                tracing::error!(error = %e, "container runtime not answering; retrying in 5s");
+                tokio::select! {
+                    _ = cancel.cancelled() => return Ok(()),
+                    _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+                }
+            }
+        }
+    };
+    tracing::info!(
+        node = %node_name,
+        runtime = %version.runtime_name,
+        version = %version.runtime_version,
+        endpoint = %settings.container_runtime_endpoint,
+        "crilet starting"
+    );
+    let node = NodeContext {
+        node_name,
+        root_dir: settings.root_dir.clone(),
+        cgroup_root: settings.cgroup_root.clone(),
+        host_dns: node::read_host_dns(std::path::Path::new("/etc/resolv.conf")),
+        host_ip: node::node_ip(settings.node_ip.as_deref()),
+        memory_capacity: node::read_memory_capacity(),
+    };
+    let agent = Agent {
+        runtime: Arc::new(runtime) as Arc<dyn Runtime>,
+        runtime_name: version.runtime_name,
+        node,
+        pod_manifest_path: settings.pod_manifest_path.clone(),
+        file_check_frequency: settings.file_check_frequency,
+        cgroup_fs: std::path::PathBuf::from(CGROUP_ROOT),
+    };
+    let (_handles, join) = agent.start(cancel.clone());
+    join.await.context("the sync loop stopped unexpectedly")?;
+    Ok(())
+}
+
+fn spawn_signal_handler(cancel: tokio_util::sync::CancellationToken) {
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            tracing::error!("cannot install signal handlers");
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM received"),
+            _ = int.recv() => tracing::info!("SIGINT received"),
+        }
+        cancel.cancel();
+    });
+}
+
 /// One line: the contexts, then the first runtime error, whose text already
 /// carries its innermost cause (tonic's own Display of a status is noisy).
 fn one_line(err: &anyhow::Error) -> String {
@@ -86,7 +174,17 @@ fn one_line(err: &anyhow::Error) -> String {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    let (log_format, level) = match &cli.command {
+        Command::Run(args) => match crilet::agent::config::load(args) {
+            Ok(settings) => (settings.log_format, "info"),
+            Err(e) => {
+                eprintln!("crilet: error: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        _ => (LogFormat::Text, "warn"),
+    };
+    init_logging(log_format, level);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -1,1 +1,840 @@
-//! (being written)
+//! The file source: static pod manifests in a directory (or one file),
+//! reported to the merge as SETs.
+//!
+//! Invariant: a SET is sent once when the source starts (even an empty one,
+//! so the merge counts the source as seen) and afterwards only when the
+//! pods differ from the last SET sent; a pod that did not change is sent as
+//! the same object, so its config.seen stays the time it was first read.
+//! inotify only makes us faster: the periodic re-list alone is correct.
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::fs::{self, File, Metadata};
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use notify::event::{AccessKind, AccessMode};
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+use tokio::time::MissedTickBehavior;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::merge::SourcePod;
+use crate::pod::defaults::{
+    PodSource, apply_api_defaults, apply_static_defaults, pod_content_equal,
+};
+use crate::pod::model::{MAX_MANIFEST_BYTES, ManifestError, parse_pod};
+use crate::pod::uid;
+
+/// The source name this driver reports under.
+pub const FILE_SOURCE_NAME: &str = "file";
+/// The kubelet's `--file-check-frequency` default.
+pub const DEFAULT_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
+/// Editors write a file in several steps; one re-list after the burst.
+const DEBOUNCE: Duration = Duration::from_millis(100);
+
+#[derive(Debug, Clone)]
+pub struct FileSourceConfig {
+    /// A manifest file, or a directory of them.
+    pub path: PathBuf,
+    /// How often the path is re-listed whatever inotify says.
+    pub check_frequency: Duration,
+    pub node_name: String,
+}
+
+impl FileSourceConfig {
+    /// A config with the default check frequency.
+    pub fn new(path: impl Into<PathBuf>, node_name: impl Into<String>) -> Self {
+        FileSourceConfig {
+            path: path.into(),
+            check_frequency: DEFAULT_CHECK_FREQUENCY,
+            node_name: node_name.into(),
+        }
+    }
+}
+
+/// One report of a source: all its pods, replacing the previous report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceSet {
+    pub source: &'static str,
+    pub pods: Vec<SourcePod>,
+}
+
+/// Reads and defaults every manifest under `path`. A bad file is reported
+/// and skipped; the others still load. Files come in file-name order, which
+/// is the order the merge uses to settle duplicate names.
+pub fn read_manifests(
+    path: &Path,
+    node_name: &str,
+    now: jiff::Timestamp,
+) -> (Vec<SourcePod>, Vec<ManifestError>) {
+    let mut pods = Vec::new();
+    let mut errors = Vec::new();
+    for result in read_all(path, node_name, now) {
+        match result {
+            Ok(pod) => pods.push(pod),
+            Err(e) => errors.push(e),
+        }
+    }
+    (pods, errors)
+}
+
+/// One result per manifest file, in file-name order.
+fn read_all(
+    path: &Path,
+    node_name: &str,
+    now: jiff::Timestamp,
+) -> Vec<Result<SourcePod, ManifestError>> {
+    let fail = |message: String| vec![Err(manifest_error(path, message))];
+    let meta = match fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound && !is_symlink(path) => {
+            return fail("does not exist".into());
+        }
+        Err(e) => return fail(cannot_stat(path, &e)),
+    };
+    if !meta.is_dir() {
+        return vec![read_one(path, &meta, node_name, now)];
+    }
+    let entries = match list_dir(path) {
+        Ok(entries) => entries,
+        Err(e) => return fail(format!("cannot list directory: {e}")),
+    };
+    let mut results = Vec::new();
+    for file in entries {
+        match fs::metadata(&file) {
+            Ok(meta) if meta.is_dir() => {
+                debug!(path = %file.display(), "skipping a subdirectory of the manifest directory");
+            }
+            Ok(meta) => results.push(read_one(&file, &meta, node_name, now)),
+            // Removed between the listing and now: the next re-list agrees.
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !is_symlink(&file) => {}
+            Err(e) => results.push(Err(manifest_error(&file, cannot_stat(&file, &e)))),
+        }
+    }
+    results
+}
+
+/// The directory's entries, sorted by file name, without dot-files: editors
+/// keep swap and backup files there, and they are not manifests.
+fn list_dir(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut names = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let name = entry?.file_name();
+        if !name.as_encoded_bytes().starts_with(b".") {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names.into_iter().map(|name| dir.join(name)).collect())
+}
+
+fn read_one(
+    path: &Path,
+    meta: &Metadata,
+    node_name: &str,
+    now: jiff::Timestamp,
+) -> Result<SourcePod, ManifestError> {
+    let origin = path.to_string_lossy().into_owned();
+    let bytes = read_limited(path, meta).map_err(|message| manifest_error(path, message))?;
+    let mut pod = parse_pod(&origin, &bytes)?;
+    apply_api_defaults(&mut pod);
+    apply_static_defaults(&mut pod, node_name, &PodSource::File(&origin), now);
+    Ok(SourcePod { origin, pod })
+}
+
+/// The file's bytes, refusing anything but a regular file of at most
+/// MAX_MANIFEST_BYTES without reading more than one byte past the limit.
+fn read_limited(path: &Path, meta: &Metadata) -> Result<Vec<u8>, String> {
+    check_regular(meta)?;
+    // O_NONBLOCK: if a FIFO replaced the file since the stat, opening it
+    // must not hang the source; the fstat below then refuses it.
+    let file = File::options()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .map_err(|e| format!("cannot open: {e}"))?;
+    let meta = file.metadata().map_err(|e| format!("cannot stat: {e}"))?;
+    check_regular(&meta)?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize + 1);
+    file.take(MAX_MANIFEST_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() > MAX_MANIFEST_BYTES {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
+fn check_regular(meta: &Metadata) -> Result<(), String> {
+    let kind = meta.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_socket() {
+            "a socket"
+        } else if kind.is_block_device() || kind.is_char_device() {
+            "a device"
+        } else {
+            "not a regular file"
+        };
+        return Err(format!("{what}, not a manifest; skipped"));
+    }
+    if meta.len() > MAX_MANIFEST_BYTES as u64 {
+        return Err(too_large());
+    }
+    Ok(())
+}
+
+fn too_large() -> String {
+    format!("larger than the {MAX_MANIFEST_BYTES}-byte manifest limit; refused")
+}
+
+fn is_symlink(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+}
+
+fn cannot_stat(path: &Path, e: &io::Error) -> String {
+    match (is_symlink(path), e.kind()) {
+        (true, io::ErrorKind::NotFound) => "dangling symlink: its target does not exist".into(),
+        (true, _) => format!("cannot follow symlink: {e}"),
+        (false, _) => format!("cannot stat: {e}"),
+    }
+}
+
+fn manifest_error(path: &Path, message: String) -> ManifestError {
+    ManifestError {
+        origin: path.to_string_lossy().into_owned(),
+        field: None,
+        message,
+    }
+}
+
+/// Watches the manifest directory and re-lists it on changes and on every
+/// `check_frequency` tick, sending a SET whenever the pods changed. Returns
+/// when `cancel` fires or the receiver is gone.
+pub async fn run(config: FileSourceConfig, tx: mpsc::Sender<SourceSet>, cancel: CancellationToken) {
+    // Capacity one: a pending wake-up already means "re-list".
+    let (wake_tx, mut wake_rx) = mpsc::channel::<()>(1);
+    let mut watch = Watch::new(config.path.clone(), wake_tx);
+    let mut ticker = tokio::time::interval(config.check_frequency);
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    ticker.tick().await;
+    let mut last_sent: Option<Vec<SourcePod>> = None;
+    let mut error_texts = BTreeMap::new();
+
+    loop {
+        // Watch before reading, so a change during the read is not missed.
+        watch.ensure();
+        let (path, node) = (config.path.clone(), config.node_name.clone());
+        let read = tokio::task::spawn_blocking(move || {
+            read_manifests(&path, &node, jiff::Timestamp::now())
+        });
+        match read.await {
+            Ok((pods, errors)) => {
+                error_texts = log_errors(&error_texts, &errors);
+                let pods = stabilize(last_sent.as_deref().unwrap_or_default(), pods);
+                if last_sent.as_ref() != Some(&pods) {
+                    let set = SourceSet {
+                        source: FILE_SOURCE_NAME,
+                        pods: pods.clone(),
+                    };
+                    tokio::select! {
+                        _ = cancel.cancelled() => return,
+                        sent = tx.send(set) => if sent.is_err() { return },
+                    }
+                    last_sent = Some(pods);
+                }
+            }
+            Err(e) => warn!(error = %e, "reading the manifest path failed"),
+        }
+
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return,
+            _ = ticker.tick() => {}
+            Some(()) = wake_rx.recv() => {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(DEBOUNCE) => {}
+                }
+                while wake_rx.try_recv().is_ok() {}
+            }
+        }
+    }
+}
+
+/// `current` with every pod that is unchanged since `previous` replaced by
+/// its previous object, so that an unchanged directory gives an equal SET.
+fn stabilize(previous: &[SourcePod], current: Vec<SourcePod>) -> Vec<SourcePod> {
+    current
+        .into_iter()
+        .map(|new| {
+            previous
+                .iter()
+                .find(|old| {
+                    old.origin == new.origin
+                        && uid(&old.pod) == uid(&new.pod)
+                        && pod_content_equal(&old.pod, &new.pod)
+                })
+                .cloned()
+                .unwrap_or(new)
+        })
+        .collect()
+}
+
+/// The error text of each origin, with warnings for the texts that changed
+/// and an info line for origins whose errors are gone: a broken file warns
+/// once, not on every re-list.
+fn log_errors(
+    previous: &BTreeMap<String, String>,
+    errors: &[ManifestError],
+) -> BTreeMap<String, String> {
+    let current = error_texts(errors);
+    for e in errors {
+        if previous.get(&e.origin) != current.get(&e.origin) {
+            warn!(error = %e, "static pod manifest skipped");
+        }
+    }
+    for origin in previous.keys().filter(|o| !current.contains_key(*o)) {
+        info!(%origin, "static pod manifest error resolved");
+    }
+    current
+}
+
+fn error_texts(errors: &[ManifestError]) -> BTreeMap<String, String> {
+    let mut texts: BTreeMap<String, String> = BTreeMap::new();
+    for e in errors {
+        let text = texts.entry(e.origin.clone()).or_default();
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&e.to_string());
+    }
+    texts
+}
+
+/// The inotify watch on the manifest directory (or on a single manifest's
+/// parent). It is re-created when its target appears or is replaced, since
+/// a watch on a deleted directory reports nothing for its successor.
+struct Watch {
+    path: PathBuf,
+    wake: mpsc::Sender<()>,
+    /// The watcher and the (dev, inode) of the directory it watches.
+    current: Option<(RecommendedWatcher, (u64, u64))>,
+    last_error: Option<String>,
+}
+
+impl Watch {
+    fn new(path: PathBuf, wake: mpsc::Sender<()>) -> Self {
+        Watch {
+            path,
+            wake,
+            current: None,
+            last_error: None,
+        }
+    }
+
+    fn ensure(&mut self) {
+        // A directory is watched itself; a file (or a path that does not
+        // exist yet) through its parent, keeping only events naming it.
+        let (target, only) = match fs::metadata(&self.path) {
+            Ok(meta) if meta.is_dir() => (self.path.clone(), None),
+            _ => {
+                let parent = match self.path.parent() {
+                    Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+                    _ => PathBuf::from("."),
+                };
+                (parent, self.path.file_name().map(OsString::from))
+            }
+        };
+        let Ok(meta) = fs::metadata(&target) else {
+            self.current = None;
+            return;
+        };
+        let id = (meta.dev(), meta.ino());
+        if self
+            .current
+            .as_ref()
+            .is_some_and(|(_, current)| *current == id)
+        {
+            return;
+        }
+        self.current = None;
+        match self.watch(&target, only) {
+            Ok(watcher) => {
+                debug!(path = %target.display(), "watching for manifest changes");
+                self.current = Some((watcher, id));
+                self.last_error = None;
+            }
+            Err(e) => {
+                let text = e.to_string();
+                if self.last_error.as_ref() != Some(&text) {
+                    warn!(path = %target.display(), error = %text,
+                        "cannot watch the manifest path; relying on the periodic re-list");
+                }
+                self.last_error = Some(text);
+            }
+        }
+    }
+
+    fn watch(&self, target: &Path, only: Option<OsString>) -> notify::Result<RecommendedWatcher> {
+        let wake = self.wake.clone();
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
+                Ok(event) if !relevant(&event, only.as_deref()) => {}
+                Ok(_) => {
+                    let _ = wake.try_send(());
+                }
+                Err(e) => warn!(error = %e, "manifest watch error; the periodic re-list continues"),
+            })?;
+        watcher.watch(target, RecursiveMode::NonRecursive)?;
+        Ok(watcher)
+    }
+}
+
+/// Opening and reading files, our own re-lists included, are not changes;
+/// a close after writing is. `only` is the file name that matters when the
+/// watch is on a single manifest's parent directory.
+fn relevant(event: &notify::Event, only: Option<&OsStr>) -> bool {
+    if let EventKind::Access(access) = event.kind {
+        if access != AccessKind::Close(AccessMode::Write) {
+            return false;
+        }
+    }
+    match only {
+        Some(name) => {
+            event.paths.is_empty() || event.paths.iter().any(|p| p.file_name() == Some(name))
+        }
+        None => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pod::{self, CONFIG_SEEN_ANNOTATION};
+    use std::os::unix::fs::symlink;
+    use std::process::Command;
+
+    const NODE: &str = "node1";
+
+    fn manifest(name: &str, image: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: main\n    image: {image}\n"
+        )
+    }
+
+    fn now() -> jiff::Timestamp {
+        jiff::Timestamp::from_second(1_700_000_000).unwrap()
+    }
+
+    fn origin(path: &Path) -> String {
+        path.to_string_lossy().into_owned()
+    }
+
+    fn names(pods: &[SourcePod]) -> Vec<String> {
+        pods.iter().map(|p| pod::name(&p.pod).to_string()).collect()
+    }
+
+    /// Writes through a dot-file and a rename, so a watcher never reads a
+    /// half-written manifest.
+    fn write_atomic(path: &Path, text: &str) {
+        let tmp = path.with_file_name(format!(
+            ".{}.tmp",
+            path.file_name().unwrap().to_string_lossy()
+        ));
+        fs::write(&tmp, text).unwrap();
+        fs::rename(&tmp, path).unwrap();
+    }
+
+    fn error_for<'a>(errors: &'a [ManifestError], path: &Path) -> &'a ManifestError {
+        errors
+            .iter()
+            .find(|e| e.origin == origin(path))
+            .unwrap_or_else(|| panic!("no error for {}: {errors:?}", path.display()))
+    }
+
+    #[test]
+    fn reads_a_directory_in_name_order_and_reports_bad_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        fs::write(d.join("b.yaml"), manifest("b", "busybox")).unwrap();
+        fs::write(d.join("a.yaml"), manifest("a", "busybox")).unwrap();
+        fs::write(d.join(".a.yaml.swp"), "\0garbage").unwrap();
+        fs::create_dir(d.join("sub")).unwrap();
+        fs::write(d.join("sub/x.yaml"), manifest("x", "busybox")).unwrap();
+        let status = Command::new("mkfifo").arg(d.join("fifo")).status().unwrap();
+        assert!(status.success());
+        let _socket = std::os::unix::net::UnixListener::bind(d.join("socket")).unwrap();
+        fs::write(d.join("big.yaml"), vec![b'#'; MAX_MANIFEST_BYTES + 1]).unwrap();
+        symlink(d.join("nowhere.yaml"), d.join("dangling")).unwrap();
+        symlink(d.join("loop2"), d.join("loop1")).unwrap();
+        symlink(d.join("loop1"), d.join("loop2")).unwrap();
+        fs::write(elsewhere.path().join("c.yaml"), manifest("c", "busybox")).unwrap();
+        symlink(elsewhere.path().join("c.yaml"), d.join("c-link.yaml")).unwrap();
+        fs::write(d.join("invalid.yaml"), "metadata: [unclosed\n").unwrap();
+        let two = format!(
+            "{}---\n{}",
+            manifest("d", "busybox"),
+            manifest("e", "busybox")
+        );
+        fs::write(d.join("two.yaml"), two).unwrap();
+
+        let (pods, errors) = read_manifests(d, NODE, now());
+
+        assert_eq!(names(&pods), ["a-node1", "b-node1", "c-node1"]);
+        let origins: Vec<String> = pods.iter().map(|p| p.origin.clone()).collect();
+        let expected: Vec<String> = ["a.yaml", "b.yaml", "c-link.yaml"]
+            .iter()
+            .map(|f| origin(&d.join(f)))
+            .collect();
+        assert_eq!(origins, expected, "a symlink is known by its own path");
+        for p in &pods {
+            assert!(!pod::uid(&p.pod).is_empty());
+            assert_eq!(pod::namespace(&p.pod), "default");
+            assert_eq!(
+                pod::annotation(&p.pod, crate::pod::CONFIG_SOURCE_ANNOTATION),
+                Some("file")
+            );
+        }
+
+        let mut error_origins: Vec<String> = errors.iter().map(|e| e.origin.clone()).collect();
+        error_origins.sort();
+        let mut expected: Vec<String> = [
+            "big.yaml",
+            "dangling",
+            "fifo",
+            "invalid.yaml",
+            "loop1",
+            "loop2",
+            "socket",
+            "two.yaml",
+        ]
+        .iter()
+        .map(|f| origin(&d.join(f)))
+        .collect();
+        expected.sort();
+        assert_eq!(error_origins, expected);
+        assert!(error_for(&errors, &d.join("fifo")).message.contains("FIFO"));
+        assert!(
+            error_for(&errors, &d.join("socket"))
+                .message
+                .contains("socket")
+        );
+        assert!(
+            error_for(&errors, &d.join("big.yaml"))
+                .message
+                .contains("limit")
+        );
+        assert!(
+            error_for(&errors, &d.join("dangling"))
+                .message
+                .contains("dangling")
+        );
+        assert!(
+            error_for(&errors, &d.join("loop1"))
+                .message
+                .contains("symlink")
+        );
+    }
+
+    #[test]
+    fn a_manifest_of_exactly_the_limit_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = manifest("a", "busybox");
+        text.push('#');
+        text.push_str(&"x".repeat(MAX_MANIFEST_BYTES - text.len() - 1));
+        text.push('\n');
+        assert_eq!(text.len(), MAX_MANIFEST_BYTES);
+        fs::write(dir.path().join("a.yaml"), text).unwrap();
+        let (pods, errors) = read_manifests(dir.path(), NODE, now());
+        assert_eq!(
+            (names(&pods), errors),
+            (vec!["a-node1".to_string()], vec![])
+        );
+    }
+
+    #[test]
+    fn reads_a_single_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("web.yaml");
+        fs::write(&file, manifest("web", "nginx")).unwrap();
+        let (pods, errors) = read_manifests(&file, NODE, now());
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(names(&pods), ["web-node1"]);
+        assert_eq!(pods[0].origin, origin(&file));
+
+        // The path is part of the UID: the same manifest elsewhere differs.
+        let other = dir.path().join("copy.yaml");
+        fs::copy(&file, &other).unwrap();
+        let (copy, _) = read_manifests(&other, NODE, now());
+        assert_ne!(pod::uid(&copy[0].pod), pod::uid(&pods[0].pod));
+    }
+
+    #[test]
+    fn a_single_fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        assert!(
+            Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let (pods, errors) = read_manifests(&fifo, NODE, now());
+        assert!(pods.is_empty());
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].message.contains("FIFO"));
+    }
+
+    #[test]
+    fn a_missing_path_is_an_empty_list_and_one_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("manifests");
+        let (pods, errors) = read_manifests(&missing, NODE, now());
+        assert!(pods.is_empty());
+        assert_eq!(
+            errors,
+            [ManifestError {
+                origin: origin(&missing),
+                field: None,
+                message: "does not exist".into(),
+            }]
+        );
+    }
+
+    fn sp(origin: &str, name: &str, image: &str, seen: &str) -> SourcePod {
+        let mut pod = parse_pod(origin, manifest(name, image).as_bytes()).unwrap();
+        let ts: jiff::Timestamp = seen.parse().unwrap();
+        apply_static_defaults(&mut pod, NODE, &PodSource::File(origin), ts);
+        SourcePod {
+            origin: origin.into(),
+            pod,
+        }
+    }
+
+    fn seen(p: &SourcePod) -> Option<&str> {
+        pod::annotation(&p.pod, CONFIG_SEEN_ANNOTATION)
+    }
+
+    #[test]
+    fn stabilize_reuses_unchanged_pods_only() {
+        let t0 = "2024-01-01T00:00:00Z";
+        let t1 = "2024-01-01T00:01:00Z";
+        let previous = vec![sp("/m/a", "a", "img", t0), sp("/m/b", "b", "img", t0)];
+        // (what, current pods, the config.seen each should end up with)
+        type Case<'a> = (&'a str, Vec<SourcePod>, Vec<Option<&'a str>>);
+        let cases: Vec<Case> = vec![
+            (
+                "nothing changed",
+                vec![sp("/m/a", "a", "img", t1)],
+                vec![Some(t0)],
+            ),
+            (
+                "content changed",
+                vec![sp("/m/a", "a", "img2", t1)],
+                vec![Some(t1)],
+            ),
+            (
+                "moved to another file",
+                vec![sp("/m/c", "a", "img", t1)],
+                vec![Some(t1)],
+            ),
+            (
+                "one of two changed",
+                vec![sp("/m/a", "a", "img", t1), sp("/m/b", "b", "v2", t1)],
+                vec![Some(t0), Some(t1)],
+            ),
+        ];
+        for (name, current, want) in cases {
+            let got = stabilize(&previous, current);
+            let got: Vec<Option<&str>> = got.iter().map(seen).collect();
+            assert_eq!(got, want, "{name}");
+        }
+        let again = stabilize(
+            &previous,
+            vec![sp("/m/a", "a", "img", t1), sp("/m/b", "b", "img", t1)],
+        );
+        assert_eq!(again, previous, "an unchanged directory gives an equal SET");
+    }
+
+    #[test]
+    fn error_texts_group_by_origin() {
+        let e = |origin: &str, message: &str| ManifestError {
+            origin: origin.into(),
+            field: None,
+            message: message.into(),
+        };
+        let first = log_errors(&BTreeMap::new(), &[e("/m/a", "bad"), e("/m/b", "worse")]);
+        assert_eq!(first.len(), 2);
+        let second = log_errors(&first, &[e("/m/a", "bad")]);
+        assert_eq!(second.keys().collect::<Vec<_>>(), ["/m/a"]);
+        assert_eq!(second["/m/a"], first["/m/a"]);
+        let two = error_texts(&[e("/m/a", "one"), e("/m/a", "two")]);
+        assert_eq!(two.len(), 1);
+        assert!(two["/m/a"].contains("one") && two["/m/a"].contains("two"));
+    }
+
+    #[test]
+    fn only_changes_wake_the_source() {
+        use notify::event::{CreateKind, ModifyKind};
+        let event = |kind, path: &str| notify::Event::new(kind).add_path(PathBuf::from(path));
+        let open = EventKind::Access(AccessKind::Open(AccessMode::Any));
+        let close_read = EventKind::Access(AccessKind::Close(AccessMode::Read));
+        let close_write = EventKind::Access(AccessKind::Close(AccessMode::Write));
+        let create = EventKind::Create(CreateKind::File);
+        let modify = EventKind::Modify(ModifyKind::Any);
+        let web = Some(OsStr::new("web.yaml"));
+        assert!(!relevant(&event(open, "/m/a"), None));
+        assert!(!relevant(&event(close_read, "/m/a"), None));
+        assert!(relevant(&event(close_write, "/m/a"), None));
+        assert!(relevant(&event(create, "/m/a"), None));
+        assert!(relevant(&event(modify, "/etc/web.yaml"), web));
+        assert!(!relevant(&event(modify, "/etc/hosts"), web));
+    }
+
+    // The tests below drive `run` on a real directory with real inotify, so
+    // they wait on real time, bounded by generous timeouts.
+
+    const WAIT: Duration = Duration::from_secs(5);
+
+    struct Running {
+        rx: mpsc::Receiver<SourceSet>,
+        cancel: CancellationToken,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    fn start(path: &Path) -> Running {
+        start_every(path, Duration::from_millis(200))
+    }
+
+    fn start_every(path: &Path, check_frequency: Duration) -> Running {
+        let (tx, rx) = mpsc::channel(8);
+        let cancel = CancellationToken::new();
+        let config = FileSourceConfig {
+            check_frequency,
+            ..FileSourceConfig::new(path, NODE)
+        };
+        let task = tokio::spawn(run(config, tx, cancel.clone()));
+        Running { rx, cancel, task }
+    }
+
+    impl Running {
+        async fn next(&mut self) -> SourceSet {
+            let set = tokio::time::timeout(WAIT, self.rx.recv()).await;
+            let set = set.expect("no SET in time").expect("the source stopped");
+            assert_eq!(set.source, FILE_SOURCE_NAME);
+            set
+        }
+
+        /// Asserts that nothing is sent across several re-lists.
+        async fn quiet(&mut self) {
+            let got = tokio::time::timeout(Duration::from_millis(700), self.rx.recv()).await;
+            assert!(got.is_err(), "unexpected SET: {got:?}");
+        }
+
+        async fn stop(self) {
+            self.cancel.cancel();
+            tokio::time::timeout(WAIT, self.task)
+                .await
+                .expect("the source did not stop")
+                .unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn run_reports_adds_edits_and_removes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut source = start(dir.path());
+        assert!(source.next().await.pods.is_empty(), "first SET, even empty");
+
+        let a = dir.path().join("a.yaml");
+        write_atomic(&a, &manifest("a", "busybox"));
+        let first = source.next().await;
+        assert_eq!(names(&first.pods), ["a-node1"]);
+        source.quiet().await;
+
+        write_atomic(&dir.path().join("b.yaml"), &manifest("b", "busybox"));
+        let second = source.next().await;
+        assert_eq!(names(&second.pods), ["a-node1", "b-node1"]);
+        assert_eq!(
+            second.pods[0], first.pods[0],
+            "an unchanged pod is sent as it was"
+        );
+
+        write_atomic(&a, &manifest("a", "nginx"));
+        let edited = source.next().await;
+        assert_eq!(names(&edited.pods), ["a-node1", "b-node1"]);
+        assert_ne!(pod::uid(&edited.pods[0].pod), pod::uid(&first.pods[0].pod));
+
+        fs::remove_file(&a).unwrap();
+        assert_eq!(names(&source.next().await.pods), ["b-node1"]);
+
+        // A broken file is skipped and does not disturb the others.
+        write_atomic(&dir.path().join("c.yaml"), "metadata: [\n");
+        source.quiet().await;
+        source.stop().await;
+    }
+
+    #[tokio::test]
+    async fn inotify_wakes_the_source_before_the_next_re_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut source = start_every(dir.path(), Duration::from_secs(3600));
+        assert!(source.next().await.pods.is_empty());
+        write_atomic(&dir.path().join("a.yaml"), &manifest("a", "busybox"));
+        assert_eq!(names(&source.next().await.pods), ["a-node1"]);
+        fs::remove_file(dir.path().join("a.yaml")).unwrap();
+        assert!(source.next().await.pods.is_empty());
+        source.stop().await;
+    }
+
+    #[tokio::test]
+    async fn run_picks_up_a_directory_created_later() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("manifests");
+        let mut source = start(&dir);
+        assert!(source.next().await.pods.is_empty());
+        fs::create_dir(&dir).unwrap();
+        write_atomic(&dir.join("a.yaml"), &manifest("a", "busybox"));
+        assert_eq!(names(&source.next().await.pods), ["a-node1"]);
+        source.stop().await;
+    }
+
+    #[tokio::test]
+    async fn run_follows_a_single_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("web.yaml");
+        write_atomic(&file, &manifest("web", "nginx"));
+        let mut source = start(&file);
+        let first = source.next().await;
+        assert_eq!(names(&first.pods), ["web-node1"]);
+        write_atomic(&dir.path().join("other.yaml"), &manifest("other", "nginx"));
+        source.quiet().await;
+        write_atomic(&file, &manifest("web", "nginx:2"));
+        let edited = source.next().await;
+        assert_ne!(pod::uid(&edited.pods[0].pod), pod::uid(&first.pods[0].pod));
+        source.stop().await;
+    }
+
+    #[tokio::test]
+    async fn run_stops_when_the_receiver_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let Running {
+            rx,
+            cancel: _cancel,
+            task,
+        } = start(dir.path());
+        drop(rx);
+        write_atomic(&dir.path().join("a.yaml"), &manifest("a", "busybox"));
+        tokio::time::timeout(WAIT, task)
+            .await
+            .expect("the source kept running")
+            .unwrap();
+    }
+}

@@ -14,9 +14,11 @@ mod error;
 pub mod fake;
 pub mod labels;
 pub mod mapping;
+pub mod observe;
 pub mod plan;
 pub mod status;
 pub mod types;
+pub mod worker;
 
 pub use cri::{CriRuntime, RuntimeOptions};
 pub use endpoint::{DEFAULT_ENDPOINT, Endpoint};

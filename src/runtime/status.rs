@@ -1,1 +1,1543 @@
-//! (being written)
+//! The API status of a pod, generated from what the runtime reports, as the
+//! kubelet generates it (`generateAPIPodStatus`, `getPhase`, the condition
+//! generators and `ComputePodQOS`).
+//!
+//! Invariant: pure. No I/O and no clock: the caller passes `now` and the
+//! last status it generated, so the same inputs always give the same status.
+//! Every timestamp produced is truncated to whole seconds, the precision the
+//! API server stores, so a status compares equal to its round trip.
+//!
+//! Not supported yet: probes (a container is ready exactly when it runs),
+//! restartable init containers (sidecars are treated as ordinary init
+//! containers) and pod-level resources in the QoS class.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap};
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{
+    Container, ContainerState as K8sContainerState, ContainerStateRunning,
+    ContainerStateTerminated, ContainerStateWaiting, ContainerStatus as K8sContainerStatus, HostIP,
+    Pod, PodCondition, PodIP, PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::labels::{CONTAINER_RESTART_COUNT_ANNOTATION, ContainerLabels};
+use super::plan::RestartPolicy;
+use super::types::{ContainerState, ContainerStatus};
+
+pub const PENDING: &str = "Pending";
+pub const RUNNING: &str = "Running";
+pub const SUCCEEDED: &str = "Succeeded";
+pub const FAILED: &str = "Failed";
+
+pub const CONTAINER_CREATING: &str = "ContainerCreating";
+pub const POD_INITIALIZING: &str = "PodInitializing";
+
+pub const POD_READY_TO_START_CONTAINERS: &str = "PodReadyToStartContainers";
+pub const INITIALIZED: &str = "Initialized";
+pub const READY: &str = "Ready";
+pub const CONTAINERS_READY: &str = "ContainersReady";
+pub const POD_SCHEDULED: &str = "PodScheduled";
+
+/// Why a container is not running, as the worker saw it (shown as Waiting).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitingReason {
+    pub reason: String,
+    pub message: String,
+}
+
+/// Everything the status of one pod is made of.
+#[derive(Debug, Clone, Copy)]
+pub struct StatusInput<'a> {
+    /// The worker's own copy of the pod; its spec drives the container lists.
+    pub pod: &'a Pod,
+    pub sandbox_ready: bool,
+    /// Empty for host-network pods: their podIP is `host_ip`.
+    pub pod_ip: &'a str,
+    pub host_ip: &'a str,
+    /// Every container of this pod the runtime has (any sandbox, any attempt).
+    pub containers: &'a [ContainerStatus],
+    /// Why a container that is not running is not, by container name.
+    pub waiting: &'a HashMap<String, WaitingReason>,
+    /// When the worker first saw the pod.
+    pub start_time: Timestamp,
+    /// Container IDs are reported as `<runtime_name>://<id>`.
+    pub runtime_name: &'a str,
+    /// The last status generated, to keep lastTransitionTime stable.
+    pub previous: Option<&'a PodStatus>,
+    pub now: Timestamp,
+}
+
+/// The status of the pod. `initContainerStatuses` is only set when the spec
+/// has init containers; both lists follow spec order.
+pub fn pod_status(input: &StatusInput) -> PodStatus {
+    let (inits, apps, policy) = spec_of(input.pod);
+    let init: Vec<_> = inits
+        .iter()
+        .map(|c| container_status(input, c, true, policy))
+        .collect();
+    let app: Vec<_> = apps
+        .iter()
+        .map(|c| container_status(input, c, false, policy))
+        .collect();
+    let phase = pod_phase(input.pod, &init, &app);
+
+    let host_network = input.pod.spec.as_ref().and_then(|s| s.host_network) == Some(true);
+    let pod_ip = match input.pod_ip {
+        "" if host_network => input.host_ip,
+        ip => ip,
+    };
+    let non_empty = |ip: &str| (!ip.is_empty()).then(|| ip.to_string());
+    PodStatus {
+        phase: Some(phase.to_string()),
+        conditions: Some(conditions(input, &init, &app, phase)),
+        host_ip: non_empty(input.host_ip),
+        host_ips: non_empty(input.host_ip).map(|ip| vec![HostIP { ip }]),
+        pod_ip: non_empty(pod_ip),
+        pod_ips: non_empty(pod_ip).map(|ip| vec![PodIP { ip }]),
+        start_time: Some(Time(seconds(input.start_time))),
+        qos_class: Some(qos_class(input.pod).to_string()),
+        init_container_statuses: (!inits.is_empty()).then_some(init),
+        container_statuses: Some(app),
+        ..PodStatus::default()
+    }
+}
+
+/// The status of one spec container. The current container is the newest
+/// runtime container of that name (highest attempt, then newest); the one
+/// before it supplies lastState. `ready` is simply "running": probes are not
+/// supported yet.
+fn container_status(
+    input: &StatusInput,
+    spec: &Container,
+    is_init: bool,
+    policy: RestartPolicy,
+) -> K8sContainerStatus {
+    let mut runs: Vec<&ContainerStatus> = input
+        .containers
+        .iter()
+        .filter(|c| c.metadata.name == spec.name)
+        .collect();
+    runs.sort_by_key(|c| Reverse((c.metadata.attempt, c.created_at)));
+    let current = runs.first().copied();
+    let cid = |c: &ContainerStatus| format!("{}://{}", input.runtime_name, c.id);
+
+    let mut state = match current {
+        Some(c) => runtime_state(c, cid(c)),
+        // The kubelet's default: every container of a pod with init
+        // containers waits in PodInitializing until it exists.
+        None if !spec_of(input.pod).0.is_empty() => waiting(POD_INITIALIZING, None),
+        None => waiting(CONTAINER_CREATING, None),
+    };
+    let mut last_state = runs
+        .get(1)
+        .filter(|p| p.state == ContainerState::Exited)
+        .map(|p| runtime_state(p, cid(p)));
+
+    // A reason from the worker applies only to a container that will be
+    // (re)started; a stale entry must not hide a running or finished one.
+    if let Some(w) = input.waiting.get(&spec.name) {
+        let applies = match current {
+            None => true,
+            Some(c) => match c.state {
+                ContainerState::Running => false,
+                ContainerState::Created | ContainerState::Unknown => true,
+                ContainerState::Exited => will_restart(policy, is_init, c.exit_code),
+            },
+        };
+        if applies {
+            let old = std::mem::replace(&mut state, waiting(&w.reason, Some(&w.message)));
+            if old.terminated.is_some() {
+                last_state = Some(old);
+            }
+        }
+    }
+
+    let running = state.running.is_some();
+    K8sContainerStatus {
+        name: spec.name.clone(),
+        image: spec.image.clone().unwrap_or_default(),
+        image_id: current.map(|c| c.image_ref.clone()).unwrap_or_default(),
+        container_id: current.map(cid),
+        restart_count: current.map_or(0, restart_count),
+        ready: running,
+        started: Some(running),
+        state: Some(state),
+        last_state,
+        ..K8sContainerStatus::default()
+    }
+}
+
+/// Whether the worker will start this exited container again (the kubelet's
+/// `ShouldContainerBeRestarted`; an init container that succeeded is done).
+fn will_restart(policy: RestartPolicy, is_init: bool, exit_code: i32) -> bool {
+    match policy {
+        RestartPolicy::Always => !is_init || exit_code != 0,
+        RestartPolicy::OnFailure => exit_code != 0,
+        RestartPolicy::Never => false,
+    }
+}
+
+/// From the restartCount annotation; when the labels cannot be read, the
+/// attempt number (the count of attempts before this one).
+fn restart_count(c: &ContainerStatus) -> i32 {
+    let count = ContainerLabels::from_labels(&c.labels, &c.annotations)
+        .map(|l| l.restart_count)
+        .ok()
+        .or_else(|| {
+            c.annotations
+                .get(CONTAINER_RESTART_COUNT_ANNOTATION)?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(c.metadata.attempt);
+    i32::try_from(count).unwrap_or(i32::MAX)
+}
+
+fn runtime_state(c: &ContainerStatus, container_id: String) -> K8sContainerState {
+    match c.state {
+        ContainerState::Running => K8sContainerState {
+            running: Some(ContainerStateRunning {
+                started_at: time(c.started_at),
+            }),
+            ..K8sContainerState::default()
+        },
+        ContainerState::Created => waiting(CONTAINER_CREATING, None),
+        ContainerState::Exited => {
+            let reason = match (c.reason.as_str(), c.exit_code) {
+                ("", 0) => "Completed",
+                ("", _) => "Error",
+                (given, _) => given,
+            };
+            K8sContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    exit_code: c.exit_code,
+                    reason: Some(reason.to_string()),
+                    message: (!c.message.is_empty()).then(|| c.message.clone()),
+                    started_at: time(c.started_at),
+                    finished_at: time(c.finished_at),
+                    container_id: Some(container_id),
+                    signal: None,
+                }),
+                ..K8sContainerState::default()
+            }
+        }
+        // The kubelet collapses an unknown state to a bare Waiting.
+        ContainerState::Unknown => K8sContainerState {
+            waiting: Some(ContainerStateWaiting::default()),
+            ..K8sContainerState::default()
+        },
+    }
+}
+
+fn waiting(reason: &str, message: Option<&str>) -> K8sContainerState {
+    K8sContainerState {
+        waiting: Some(ContainerStateWaiting {
+            reason: (!reason.is_empty()).then(|| reason.to_string()),
+            message: message.filter(|m| !m.is_empty()).map(str::to_string),
+        }),
+        ..K8sContainerState::default()
+    }
+}
+
+/// A CRI timestamp (ns since the epoch); zero means "never".
+fn time(nanos: i64) -> Option<Time> {
+    if nanos <= 0 {
+        return None;
+    }
+    Timestamp::from_second(nanos / 1_000_000_000).ok().map(Time)
+}
+
+fn seconds(t: Timestamp) -> Timestamp {
+    Timestamp::from_second(t.as_second()).unwrap_or(t)
+}
+
+/// The init containers, app containers and restart policy of the spec.
+fn spec_of(pod: &Pod) -> (&[Container], &[Container], RestartPolicy) {
+    let spec = pod.spec.as_ref();
+    (
+        spec.and_then(|s| s.init_containers.as_deref())
+            .unwrap_or_default(),
+        spec.map(|s| s.containers.as_slice()).unwrap_or_default(),
+        RestartPolicy::parse(spec.and_then(|s| s.restart_policy.as_deref())),
+    )
+}
+
+fn find<'a>(statuses: &'a [K8sContainerStatus], name: &str) -> Option<&'a K8sContainerStatus> {
+    statuses.iter().find(|s| s.name == name)
+}
+
+fn succeeded(s: &K8sContainerStatus) -> bool {
+    let t = s.state.as_ref().and_then(|st| st.terminated.as_ref());
+    t.is_some_and(|t| t.exit_code == 0)
+}
+
+/// Whether any app container of the spec has run (running or terminated).
+fn any_app_started(pod: &Pod, app: &[K8sContainerStatus]) -> bool {
+    let started = |s: &K8sContainerState| s.running.is_some() || s.terminated.is_some();
+    let apps = spec_of(pod).1.iter().filter_map(|c| find(app, &c.name));
+    apps.into_iter()
+        .any(|s| s.state.as_ref().is_some_and(started))
+}
+
+/// A container status as `getPhase` reads it.
+enum Seen {
+    Running,
+    Terminated(i32),
+    /// Waiting after a termination (with that exit code): being restarted.
+    Restarting(i32),
+    Waiting,
+    /// No status, or a status without a state.
+    Unknown,
+}
+
+fn seen(s: Option<&K8sContainerStatus>) -> Seen {
+    let Some(st) = s.and_then(|s| s.state.as_ref()) else {
+        return Seen::Unknown;
+    };
+    let last = s.and_then(|s| s.last_state.as_ref()?.terminated.as_ref());
+    match (&st.running, &st.terminated, &st.waiting, last) {
+        (Some(_), _, _, _) => Seen::Running,
+        (_, Some(t), _, _) => Seen::Terminated(t.exit_code),
+        (_, _, Some(_), Some(t)) => Seen::Restarting(t.exit_code),
+        (_, _, Some(_), None) => Seen::Waiting,
+        _ => Seen::Unknown,
+    }
+}
+
+/// The pod phase, as the kubelet's `getPhase` computes it for a static pod.
+/// Statuses are matched to spec containers by name; a spec container with no
+/// status is "unknown".
+///
+/// Init containers, each classified as: *pending* (no status, running,
+/// waiting with no lastState, or anything else), *failed* (terminated with
+/// a non-zero code, or waiting after such a termination), or done.
+/// App containers are counted as *running*, *stopped* (terminated, or waiting
+/// with a terminated lastState, i.e. restarting), of which *succeeded* are
+/// terminated with code 0, *waiting* (waiting with no lastState) and
+/// *unknown*. The first matching row decides:
+///
+/// | # | condition                                                  | phase     |
+/// |---|------------------------------------------------------------|-----------|
+/// | 1 | failed init > 0 and restartPolicy Never                    | Failed    |
+/// | 2 | pending init > 0 and no app container running/terminated   | Pending   |
+/// | 3 | waiting > 0                                                | Pending   |
+/// | 4 | running > 0 and unknown = 0                                | Running   |
+/// | 5 | running = 0, stopped > 0, unknown = 0, policy Always       | Running   |
+/// | 6 | ... as 5, policy not Always, stopped = succeeded           | Succeeded |
+/// | 7 | ... as 5, policy Never, some failure                       | Failed    |
+/// | 8 | ... as 5, policy OnFailure, some failure (restarting)      | Running   |
+/// | 9 | anything else (no status at all, running with unknown)     | Pending   |
+pub fn pod_phase(
+    pod: &Pod,
+    init: &[K8sContainerStatus],
+    app: &[K8sContainerStatus],
+) -> &'static str {
+    let (inits, apps, policy) = spec_of(pod);
+    let (mut pending_init, mut failed_init) = (0, 0);
+    for c in inits {
+        match seen(find(init, &c.name)) {
+            Seen::Terminated(code) | Seen::Restarting(code) => {
+                failed_init += usize::from(code != 0)
+            }
+            _ => pending_init += 1,
+        }
+    }
+    let (mut running, mut stopped, mut succeeded, mut waiting, mut unknown) = (0, 0, 0, 0, 0);
+    for c in apps {
+        match seen(find(app, &c.name)) {
+            Seen::Running => running += 1,
+            Seen::Terminated(code) => {
+                stopped += 1;
+                succeeded += usize::from(code == 0);
+            }
+            Seen::Restarting(_) => stopped += 1,
+            Seen::Waiting => waiting += 1,
+            Seen::Unknown => unknown += 1,
+        }
+    }
+
+    if failed_init > 0 && policy == RestartPolicy::Never {
+        return FAILED;
+    }
+    if (pending_init > 0 && !any_app_started(pod, app)) || waiting > 0 {
+        return PENDING;
+    }
+    if running > 0 && unknown == 0 {
+        return RUNNING;
+    }
+    if running == 0 && stopped > 0 && unknown == 0 {
+        return match policy {
+            RestartPolicy::Always => RUNNING,
+            _ if stopped == succeeded => SUCCEEDED,
+            RestartPolicy::Never => FAILED,
+            RestartPolicy::OnFailure => RUNNING,
+        };
+    }
+    PENDING
+}
+
+/// The kubelet-owned conditions, in this order, each keeping its previous
+/// lastTransitionTime while its status is unchanged (else `now`):
+/// - PodReadyToStartContainers: the sandbox is ready.
+/// - Initialized: every init container terminated with code 0 (or there are
+///   none), or an app container has already run (init containers rerunning
+///   in a new sandbox do not un-initialize a pod); reason PodCompleted in
+///   phase Succeeded, else ContainersNotInitialized when False.
+/// - Ready and ContainersReady: every app container is ready (= running);
+///   reason PodCompleted (False) in phase Succeeded or Failed, else
+///   ContainersNotReady with "containers with unready status: [a b]".
+/// - PodScheduled: always True (a static pod is bound to this node).
+fn conditions(
+    input: &StatusInput,
+    init: &[K8sContainerStatus],
+    app: &[K8sContainerStatus],
+    phase: &str,
+) -> Vec<PodCondition> {
+    let names = |v: &[K8sContainerStatus], pick: fn(&K8sContainerStatus) -> bool| {
+        let names: Vec<&str> = v
+            .iter()
+            .filter(|s| pick(s))
+            .map(|s| s.name.as_str())
+            .collect();
+        (!names.is_empty()).then(|| format!("[{}]", names.join(" ")))
+    };
+    let initialized = match names(init, |s| !succeeded(s)) {
+        _ if phase == SUCCEEDED => cond(INITIALIZED, true, Some("PodCompleted"), None),
+        Some(list) if !any_app_started(input.pod, app) => {
+            let message = format!("containers with incomplete status: {list}");
+            cond(
+                INITIALIZED,
+                false,
+                Some("ContainersNotInitialized"),
+                Some(message),
+            )
+        }
+        _ => cond(INITIALIZED, true, None, None),
+    };
+    let unready = names(app, |s| !s.ready);
+    let ready = |kind| match &unready {
+        _ if phase == SUCCEEDED || phase == FAILED => cond(kind, false, Some("PodCompleted"), None),
+        None => cond(kind, true, None, None),
+        Some(list) => {
+            let message = format!("containers with unready status: {list}");
+            cond(kind, false, Some("ContainersNotReady"), Some(message))
+        }
+    };
+
+    let mut out = vec![
+        cond(
+            POD_READY_TO_START_CONTAINERS,
+            input.sandbox_ready,
+            None,
+            None,
+        ),
+        initialized,
+        ready(READY),
+        ready(CONTAINERS_READY),
+        cond(POD_SCHEDULED, true, None, None),
+    ];
+    let before = input
+        .previous
+        .and_then(|p| p.conditions.as_deref())
+        .unwrap_or_default();
+    for c in &mut out {
+        let kept = before
+            .iter()
+            .find(|b| b.type_ == c.type_ && b.status == c.status);
+        c.last_transition_time = kept
+            .and_then(|b| b.last_transition_time.clone())
+            .or_else(|| Some(Time(seconds(input.now))));
+    }
+    out
+}
+
+fn cond(kind: &str, status: bool, reason: Option<&str>, message: Option<String>) -> PodCondition {
+    PodCondition {
+        type_: kind.to_string(),
+        status: if status { "True" } else { "False" }.to_string(),
+        reason: reason.map(str::to_string),
+        message,
+        ..PodCondition::default()
+    }
+}
+
+/// The QoS class (`ComputePodQOS`) over cpu and memory of init and app
+/// containers. A limit without a request counts as a request of the same
+/// amount (API defaulting); zero or unparsable amounts count as absent.
+pub fn qos_class(pod: &Pod) -> &'static str {
+    let (inits, apps, _) = spec_of(pod);
+    let mut requests: BTreeMap<&str, i128> = BTreeMap::new();
+    let mut limits: BTreeMap<&str, i128> = BTreeMap::new();
+    let mut guaranteed = true;
+    for c in apps.iter().chain(inits) {
+        let res = c.resources.as_ref();
+        for name in ["cpu", "memory"] {
+            let amount = |m: Option<&BTreeMap<String, _>>| m?.get(name).map(quantity);
+            let limit = amount(res.and_then(|r| r.limits.as_ref())).flatten();
+            let request = amount(res.and_then(|r| r.requests.as_ref())).unwrap_or(limit);
+            if let Some(r) = request.filter(|r| *r > 0) {
+                let sum = requests.entry(name).or_default();
+                *sum = sum.saturating_add(r);
+            }
+            match limit.filter(|l| *l > 0) {
+                Some(l) => {
+                    let sum = limits.entry(name).or_default();
+                    *sum = sum.saturating_add(l);
+                }
+                None => guaranteed = false,
+            }
+        }
+    }
+    if requests.is_empty() && limits.is_empty() {
+        "BestEffort"
+    } else if guaranteed && requests == limits {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+/// A resource quantity ("100m", "1.5", "128Mi", "1e3", "2G") in billionths
+/// of a unit, rounded up; `None` when it cannot be read or overflows.
+fn quantity(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity) -> Option<i128> {
+    let text = q.0.trim();
+    let (negative, text) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let end = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, suffix) = text.split_at(end);
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    let digits = format!("{whole}{fraction}");
+    if digits.is_empty() || digits.len() > 30 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // (suffix, power of two, power of ten); otherwise an exponent "e3".
+    #[rustfmt::skip]
+    const SUFFIXES: [(&str, u32, i32); 16] = [
+        ("Ki", 10, 0),
+        ("Mi", 20, 0),
+        ("Gi", 30, 0),
+        ("Ti", 40, 0),
+        ("Pi", 50, 0),
+        ("Ei", 60, 0),
+        ("n", 0, -9),
+        ("u", 0, -6),
+        ("m", 0, -3),
+        ("", 0, 0),
+        ("k", 0, 3),
+        ("M", 0, 6),
+        ("G", 0, 9),
+        ("T", 0, 12),
+        ("P", 0, 15),
+        ("E", 0, 18),
+    ];
+    let (shift, exp10) = match SUFFIXES.iter().find(|s| s.0 == suffix) {
+        Some(&(_, shift, exp10)) => (shift, exp10),
+        None => (0, suffix.strip_prefix(['e', 'E'])?.parse::<i32>().ok()?),
+    };
+    let mut value = digits.parse::<i128>().ok()?.checked_mul(1i128 << shift)?;
+    let exp = exp10
+        .checked_add(9)?
+        .checked_sub(i32::try_from(fraction.len()).ok()?)?;
+    if exp >= 0 {
+        value = value.checked_mul(10i128.checked_pow(exp.unsigned_abs())?)?;
+    } else {
+        let divisor = 10i128.checked_pow(exp.unsigned_abs());
+        value = divisor.map_or(i128::from(value > 0), |d| {
+            value / d + i128::from(value % d != 0)
+        });
+    }
+    Some(if negative { -value } else { value })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::labels::{
+        CONTAINER_HASH_ANNOTATION, CONTAINER_NAME_LABEL, POD_NAME_LABEL, POD_NAMESPACE_LABEL,
+        POD_UID_LABEL,
+    };
+    use crate::runtime::types::ContainerMetadata;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    const S: i64 = 1_000_000_000;
+
+    fn ts(secs: i64) -> Timestamp {
+        Timestamp::from_second(secs).unwrap()
+    }
+
+    fn t(secs: i64) -> Option<Time> {
+        Some(Time(ts(secs)))
+    }
+
+    /// A pod from JSON: `inits`/`apps` are container names, images "img-<name>".
+    fn pod_with(policy: &str, inits: &[&str], apps: &[&str], extra: serde_json::Value) -> Pod {
+        let ctrs = |names: &[&str]| -> Vec<serde_json::Value> {
+            names
+                .iter()
+                .map(|n| json!({"name": n, "image": format!("img-{n}")}))
+                .collect()
+        };
+        let mut spec = json!({"restartPolicy": policy, "containers": ctrs(apps)});
+        if !inits.is_empty() {
+            spec["initContainers"] = json!(ctrs(inits));
+        }
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            spec[k] = v.clone();
+        }
+        serde_json::from_value(json!({"metadata": {"name": "web", "uid": "u1"}, "spec": spec}))
+            .unwrap()
+    }
+
+    fn pod(policy: &str, inits: &[&str], apps: &[&str]) -> Pod {
+        pod_with(policy, inits, apps, json!({}))
+    }
+
+    /// A runtime container; attempt n is created at second 100+n, carries a
+    /// restartCount annotation of n, and (if exited) finished at 200+n.
+    fn rc(name: &str, attempt: u32, state: ContainerState, exit_code: i32) -> ContainerStatus {
+        let labels = [
+            (POD_NAME_LABEL, "web"),
+            (POD_NAMESPACE_LABEL, "default"),
+            (POD_UID_LABEL, "u1"),
+            (CONTAINER_NAME_LABEL, name),
+        ];
+        let restart = attempt.to_string();
+        let annotations = [
+            (CONTAINER_HASH_ANNOTATION, "1f"),
+            (CONTAINER_RESTART_COUNT_ANNOTATION, restart.as_str()),
+        ];
+        let map = |kv: &[(&str, &str)]| {
+            kv.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let attempt_i = i64::from(attempt);
+        ContainerStatus {
+            id: format!("{name}{attempt}"),
+            metadata: ContainerMetadata {
+                name: name.into(),
+                attempt,
+            },
+            state,
+            created_at: (100 + attempt_i) * S,
+            started_at: if state == ContainerState::Created {
+                0
+            } else {
+                (100 + attempt_i) * S + 5
+            },
+            finished_at: if state == ContainerState::Exited {
+                (200 + attempt_i) * S
+            } else {
+                0
+            },
+            exit_code,
+            image: format!("img-{name}"),
+            image_ref: format!("sha256:{name}"),
+            reason: String::new(),
+            message: String::new(),
+            labels: map(&labels),
+            annotations: map(&annotations),
+            mounts: vec![],
+            log_path: String::new(),
+        }
+    }
+
+    use ContainerState::{Created, Exited, Running, Unknown};
+
+    struct Case<'a> {
+        pod: Pod,
+        containers: Vec<ContainerStatus>,
+        waiting: HashMap<String, WaitingReason>,
+        sandbox_ready: bool,
+        pod_ip: &'a str,
+        previous: Option<PodStatus>,
+        now: i64,
+    }
+
+    impl<'a> Case<'a> {
+        fn new(pod: Pod, containers: Vec<ContainerStatus>) -> Self {
+            Case {
+                pod,
+                containers,
+                waiting: HashMap::new(),
+                sandbox_ready: true,
+                pod_ip: "10.0.0.7",
+                previous: None,
+                now: 1_000,
+            }
+        }
+
+        fn wait(mut self, name: &str, reason: &str, message: &str) -> Self {
+            let w = WaitingReason {
+                reason: reason.into(),
+                message: message.into(),
+            };
+            self.waiting.insert(name.into(), w);
+            self
+        }
+
+        fn run(&self) -> PodStatus {
+            pod_status(&StatusInput {
+                pod: &self.pod,
+                sandbox_ready: self.sandbox_ready,
+                pod_ip: self.pod_ip,
+                host_ip: "192.168.1.5",
+                containers: &self.containers,
+                waiting: &self.waiting,
+                start_time: Timestamp::from_nanosecond(50 * i128::from(S) + 123).unwrap(),
+                runtime_name: "containerd",
+                previous: self.previous.as_ref(),
+                now: ts(self.now),
+            })
+        }
+    }
+
+    fn app<'s>(s: &'s PodStatus, name: &str) -> &'s K8sContainerStatus {
+        find(s.container_statuses.as_deref().unwrap(), name).unwrap()
+    }
+
+    fn init<'s>(s: &'s PodStatus, name: &str) -> &'s K8sContainerStatus {
+        find(s.init_container_statuses.as_deref().unwrap(), name).unwrap()
+    }
+
+    fn state(s: &K8sContainerStatus) -> &K8sContainerState {
+        s.state.as_ref().unwrap()
+    }
+
+    fn waiting_reason(s: &K8sContainerStatus) -> Option<&str> {
+        state(s).waiting.as_ref().unwrap().reason.as_deref()
+    }
+
+    fn terminated(st: Option<&K8sContainerState>) -> &ContainerStateTerminated {
+        st.unwrap().terminated.as_ref().unwrap()
+    }
+
+    fn condition<'s>(s: &'s PodStatus, kind: &str) -> &'s PodCondition {
+        s.conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|c| c.type_ == kind)
+            .unwrap()
+    }
+
+    // ---- state mapping
+
+    #[test]
+    fn running_container() {
+        let s = Case::new(pod("Always", &[], &["a"]), vec![rc("a", 0, Running, 0)]).run();
+        let a = app(&s, "a");
+        let running = state(a).running.as_ref().unwrap();
+        assert_eq!(running.started_at, t(100), "truncated to seconds");
+        assert!(a.ready);
+        assert_eq!(a.started, Some(true));
+        assert_eq!(a.container_id.as_deref(), Some("containerd://a0"));
+        assert_eq!(a.image, "img-a");
+        assert_eq!(a.image_id, "sha256:a");
+        assert_eq!(a.restart_count, 0);
+        assert_eq!(a.last_state, None);
+    }
+
+    #[test]
+    fn exited_container_reasons() {
+        let cases = [
+            (0, "", "Completed"),
+            (1, "", "Error"),
+            (137, "OOMKilled", "OOMKilled"),
+            (0, "Custom", "Custom"),
+        ];
+        for (code, given, want) in cases {
+            let mut c = rc("a", 2, Exited, code);
+            c.reason = given.into();
+            c.message = "bye".into();
+            let s = Case::new(pod("Never", &[], &["a"]), vec![c]).run();
+            let a = app(&s, "a");
+            let term = terminated(a.state.as_ref());
+            assert_eq!(term.exit_code, code);
+            assert_eq!(
+                term.reason.as_deref(),
+                Some(want),
+                "exit {code} reason {given:?}"
+            );
+            assert_eq!(term.message.as_deref(), Some("bye"));
+            assert_eq!(term.started_at, t(102));
+            assert_eq!(term.finished_at, t(202));
+            assert_eq!(term.container_id.as_deref(), Some("containerd://a2"));
+            assert!(!a.ready);
+            assert_eq!(a.started, Some(false));
+        }
+    }
+
+    #[test]
+    fn created_container_is_container_creating() {
+        let s = Case::new(pod("Always", &[], &["a"]), vec![rc("a", 0, Created, 0)]).run();
+        let a = app(&s, "a");
+        assert_eq!(waiting_reason(a), Some(CONTAINER_CREATING));
+        assert_eq!(a.container_id.as_deref(), Some("containerd://a0"));
+        assert!(!a.ready);
+    }
+
+    #[test]
+    fn unknown_container_is_bare_waiting() {
+        let s = Case::new(pod("Always", &[], &["a"]), vec![rc("a", 0, Unknown, 0)]).run();
+        assert_eq!(
+            state(app(&s, "a")).waiting,
+            Some(ContainerStateWaiting::default())
+        );
+    }
+
+    #[test]
+    fn missing_container_defaults() {
+        let s = Case::new(pod("Always", &[], &["a"]), vec![]).run();
+        let a = app(&s, "a");
+        assert_eq!(waiting_reason(a), Some(CONTAINER_CREATING));
+        assert_eq!(
+            (
+                a.container_id.as_deref(),
+                a.image_id.as_str(),
+                a.restart_count
+            ),
+            (None, "", 0)
+        );
+        assert_eq!(a.image, "img-a");
+
+        let s = Case::new(pod("Always", &[], &["a"]), vec![])
+            .wait("a", "ErrImagePull", "no such image")
+            .run();
+        let w = state(app(&s, "a")).waiting.as_ref().unwrap();
+        assert_eq!(
+            (w.reason.as_deref(), w.message.as_deref()),
+            (Some("ErrImagePull"), Some("no such image"))
+        );
+    }
+
+    #[test]
+    fn pod_initializing_while_init_containers_pending() {
+        let s = Case::new(
+            pod("Always", &["i1", "i2"], &["a"]),
+            vec![rc("i1", 0, Running, 0)],
+        )
+        .run();
+        assert!(state(init(&s, "i1")).running.is_some());
+        assert_eq!(waiting_reason(init(&s, "i2")), Some(POD_INITIALIZING));
+        assert_eq!(waiting_reason(app(&s, "a")), Some(POD_INITIALIZING));
+    }
+
+    #[test]
+    fn init_statuses_only_with_init_containers() {
+        let s = Case::new(pod("Always", &[], &["a"]), vec![]).run();
+        assert_eq!(s.init_container_statuses, None);
+        let s = Case::new(pod("Always", &["i"], &["a"]), vec![rc("i", 0, Exited, 0)]).run();
+        assert_eq!(s.init_container_statuses.as_ref().map(Vec::len), Some(1));
+        assert_eq!(
+            terminated(init(&s, "i").state.as_ref()).reason.as_deref(),
+            Some("Completed")
+        );
+    }
+
+    #[test]
+    fn current_is_highest_attempt_then_newest() {
+        let mut late = rc("a", 1, Running, 0);
+        late.id = "late".into();
+        late.created_at = 500 * S;
+        let s = Case::new(
+            pod("Always", &[], &["a", "b"]),
+            vec![
+                rc("a", 1, Exited, 1),
+                late,
+                rc("a", 0, Exited, 2),
+                rc("b", 0, Running, 0),
+            ],
+        )
+        .run();
+        let a = app(&s, "a");
+        assert_eq!(a.container_id.as_deref(), Some("containerd://late"));
+        // previous: the other attempt 1, not attempt 0
+        assert_eq!(
+            terminated(a.last_state.as_ref()).container_id.as_deref(),
+            Some("containerd://a1")
+        );
+        assert_eq!(
+            app(&s, "b").container_id.as_deref(),
+            Some("containerd://b0")
+        );
+
+        // The attempt decides before the creation time does.
+        let mut old = rc("a", 0, Exited, 9);
+        old.created_at = 900 * S;
+        let s = Case::new(
+            pod("Always", &[], &["a"]),
+            vec![old, rc("a", 1, Running, 0)],
+        )
+        .run();
+        let a = app(&s, "a");
+        assert_eq!(a.container_id.as_deref(), Some("containerd://a1"));
+        assert_eq!(terminated(a.last_state.as_ref()).exit_code, 9);
+    }
+
+    // ---- lastState and the waiting override
+
+    #[test]
+    fn last_state_from_previous_attempt() {
+        let s = Case::new(
+            pod("Always", &[], &["a"]),
+            vec![rc("a", 0, Exited, 3), rc("a", 1, Running, 0)],
+        )
+        .run();
+        let last = terminated(app(&s, "a").last_state.as_ref());
+        assert_eq!((last.exit_code, last.reason.as_deref()), (3, Some("Error")));
+    }
+
+    #[test]
+    fn previous_that_is_not_exited_gives_no_last_state() {
+        let s = Case::new(
+            pod("Always", &[], &["a"]),
+            vec![rc("a", 0, Running, 0), rc("a", 1, Created, 0)],
+        )
+        .run();
+        assert_eq!(app(&s, "a").last_state, None);
+    }
+
+    #[test]
+    fn crash_loop_back_off_overrides_exited() {
+        let s = Case::new(
+            pod("Always", &[], &["a"]),
+            vec![rc("a", 0, Exited, 1), rc("a", 1, Exited, 2)],
+        )
+        .wait(
+            "a",
+            "CrashLoopBackOff",
+            "back-off 10s restarting failed container=a",
+        )
+        .run();
+        let a = app(&s, "a");
+        let w = state(a).waiting.as_ref().unwrap();
+        assert_eq!(w.reason.as_deref(), Some("CrashLoopBackOff"));
+        assert_eq!(
+            w.message.as_deref(),
+            Some("back-off 10s restarting failed container=a")
+        );
+        // lastState is the current container's termination, not the older one
+        let last = terminated(a.last_state.as_ref());
+        assert_eq!(
+            (last.exit_code, last.container_id.as_deref()),
+            (2, Some("containerd://a1"))
+        );
+        assert_eq!(a.container_id.as_deref(), Some("containerd://a1"));
+        assert_eq!(a.restart_count, 1);
+        assert!(!a.ready);
+    }
+
+    #[test]
+    fn err_image_pull_while_restarting() {
+        let s = Case::new(pod("OnFailure", &[], &["a"]), vec![rc("a", 0, Exited, 1)])
+            .wait("a", "ErrImagePull", "pull failed")
+            .run();
+        let a = app(&s, "a");
+        assert_eq!(waiting_reason(a), Some("ErrImagePull"));
+        assert_eq!(terminated(a.last_state.as_ref()).exit_code, 1);
+    }
+
+    #[test]
+    fn override_of_created_keeps_previous_last_state() {
+        let s = Case::new(
+            pod("Always", &[], &["a"]),
+            vec![rc("a", 0, Exited, 4), rc("a", 1, Created, 0)],
+        )
+        .wait("a", "RunContainerError", "start failed")
+        .run();
+        let a = app(&s, "a");
+        assert_eq!(waiting_reason(a), Some("RunContainerError"));
+        assert_eq!(terminated(a.last_state.as_ref()).exit_code, 4);
+    }
+
+    #[test]
+    fn stale_waiting_reasons_are_ignored() {
+        let cases: [(&str, &[&str], &str, ContainerStatus); 4] = [
+            ("Always", &[], "a", rc("a", 0, Running, 0)),
+            ("Never", &[], "a", rc("a", 0, Exited, 1)),
+            ("OnFailure", &[], "a", rc("a", 0, Exited, 0)),
+            ("Always", &["a"], "b", rc("a", 0, Exited, 0)), // a succeeded init container
+        ];
+        for (policy, inits, apps, c) in cases {
+            let s = Case::new(pod(policy, inits, &[apps]), vec![c])
+                .wait("a", "CrashLoopBackOff", "x")
+                .run();
+            let all = s
+                .init_container_statuses
+                .iter()
+                .flatten()
+                .chain(s.container_statuses.iter().flatten());
+            let a = all.into_iter().find(|s| s.name == "a").unwrap();
+            assert_eq!(state(a).waiting, None, "{policy} {inits:?}");
+            assert_eq!(a.last_state, None);
+        }
+    }
+
+    // ---- restartCount
+
+    #[test]
+    fn restart_count_sources() {
+        let mut c = rc("a", 4, Running, 0);
+        c.annotations
+            .insert(CONTAINER_RESTART_COUNT_ANNOTATION.into(), "7".into());
+        let s = Case::new(pod("Always", &[], &["a"]), vec![c.clone()]).run();
+        assert_eq!(app(&s, "a").restart_count, 7, "annotation wins");
+
+        c.labels.clear(); // labels unreadable, annotation still there
+        let s = Case::new(pod("Always", &[], &["a"]), vec![c.clone()]).run();
+        assert_eq!(app(&s, "a").restart_count, 7);
+
+        c.annotations
+            .insert(CONTAINER_RESTART_COUNT_ANNOTATION.into(), "lots".into());
+        let s = Case::new(pod("Always", &[], &["a"]), vec![c]).run();
+        assert_eq!(app(&s, "a").restart_count, 4, "falls back to the attempt");
+    }
+
+    // ---- phase: one test per row of the table on `pod_phase`
+
+    fn st(name: &str, state: K8sContainerState, last: Option<i32>) -> K8sContainerStatus {
+        K8sContainerStatus {
+            name: name.into(),
+            state: Some(state),
+            last_state: last.map(term),
+            ..K8sContainerStatus::default()
+        }
+    }
+    fn run_() -> K8sContainerState {
+        K8sContainerState {
+            running: Some(ContainerStateRunning::default()),
+            ..Default::default()
+        }
+    }
+    fn term(code: i32) -> K8sContainerState {
+        K8sContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code: code,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+    fn wait_() -> K8sContainerState {
+        waiting("x", None)
+    }
+
+    #[test]
+    fn phase_table() {
+        let (r, w) = (run_(), wait_());
+        // (row, policy, init i, app a, app b, phase); `None` = no status.
+        let none = || None;
+        let some = |s: &K8sContainerState, last: Option<i32>| Some((s.clone(), last));
+        type S = Option<(K8sContainerState, Option<i32>)>;
+        #[rustfmt::skip]
+        let rows: Vec<(&str, &str, S, S, S, &str)> = vec![
+            ("1 init failed", "Never", some(&term(1), None), some(&w, None), some(&w, None), FAILED),
+            ("1 init restarting after failure", "Never", some(&w, Some(1)), some(&w, None), some(&w, None), FAILED),
+            ("2 init has no status", "Always", none(), none(), none(), PENDING),
+            ("2 init running", "Always", some(&r, None), some(&w, None), some(&w, None), PENDING),
+            ("2 init waiting", "Never", some(&w, None), some(&w, None), some(&w, None), PENDING),
+            ("2 init failed, will restart", "Always", some(&term(1), None), some(&w, None), some(&w, None), PENDING),
+            ("2 init crash-looping", "OnFailure", some(&w, Some(1)), some(&w, None), some(&w, None), PENDING),
+            ("2 skipped: init reruns after apps ran", "Always", some(&r, None), some(&term(0), None), some(&term(1), None), RUNNING),
+            ("3 waiting beside running", "Always", some(&term(0), None), some(&r, None), some(&w, None), PENDING),
+            ("3 waiting beside terminated", "OnFailure", some(&term(0), None), some(&term(1), None), some(&w, None), PENDING),
+            ("4 running beside failed", "Never", some(&term(0), None), some(&r, None), some(&term(1), None), RUNNING),
+            ("4 running beside crash-loop", "Always", some(&term(0), None), some(&r, None), some(&w, Some(1)), RUNNING),
+            ("5 Always, all terminated", "Always", some(&term(0), None), some(&term(0), None), some(&term(1), None), RUNNING),
+            ("5 Always, all crash-looping", "Always", some(&term(0), None), some(&w, Some(1)), some(&w, Some(0)), RUNNING),
+            ("6 OnFailure, all succeeded", "OnFailure", some(&term(0), None), some(&term(0), None), some(&term(0), None), SUCCEEDED),
+            ("6 Never, all succeeded", "Never", some(&term(0), None), some(&term(0), None), some(&term(0), None), SUCCEEDED),
+            ("7 Never, one failed", "Never", some(&term(0), None), some(&term(0), None), some(&term(2), None), FAILED),
+            ("7 Never, waiting after exit counts as not succeeded", "Never", some(&term(0), None), some(&w, Some(0)), some(&term(0), None), FAILED),
+            ("8 OnFailure, one failed", "OnFailure", some(&term(0), None), some(&term(0), None), some(&term(2), None), RUNNING),
+            ("8 OnFailure, one crash-looping", "OnFailure", some(&term(0), None), some(&w, Some(1)), some(&term(0), None), RUNNING),
+            ("9 no app statuses", "Always", some(&term(0), None), none(), none(), PENDING),
+            ("9 running, one unknown", "Always", some(&term(0), None), some(&r, None), none(), PENDING),
+            ("9 stopped, one unknown", "Never", some(&term(0), None), some(&term(0), None), none(), PENDING),
+        ];
+        let status = |name: &str, s: S| s.map(|(state, last)| st(name, state, last));
+        for (what, policy, i, a, b, want) in rows {
+            let init: Vec<_> = status("i", i).into_iter().collect();
+            let app: Vec<_> = [status("a", a), status("b", b)]
+                .into_iter()
+                .flatten()
+                .collect();
+            let p = pod(policy, &["i"], &["a", "b"]);
+            assert_eq!(pod_phase(&p, &init, &app), want, "{what}");
+        }
+        // A status without any state counts as unknown.
+        let p = pod("Always", &[], &["a", "b"]);
+        let stateless = K8sContainerStatus {
+            name: "b".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            pod_phase(&p, &[], &[st("a", run_(), None), stateless]),
+            PENDING
+        );
+        // Without init containers row 2 cannot apply.
+        let p = pod("Always", &[], &["a"]);
+        assert_eq!(pod_phase(&p, &[], &[st("a", run_(), None)]), RUNNING);
+        assert_eq!(pod_phase(&p, &[], &[st("a", wait_(), None)]), PENDING);
+    }
+
+    #[test]
+    fn phase_end_to_end() {
+        let cases = [
+            ("Always", vec![], PENDING),
+            ("Always", vec![rc("a", 0, Running, 0)], RUNNING),
+            ("Never", vec![rc("a", 0, Exited, 0)], SUCCEEDED),
+            ("Never", vec![rc("a", 0, Exited, 1)], FAILED),
+            ("OnFailure", vec![rc("a", 0, Exited, 1)], RUNNING),
+        ];
+        for (policy, ctrs, want) in cases {
+            let s = Case::new(pod(policy, &[], &["a"]), ctrs).run();
+            assert_eq!(s.phase.as_deref(), Some(want), "{policy}");
+        }
+        let s = Case::new(pod("Never", &["i"], &["a"]), vec![rc("i", 0, Exited, 1)]).run();
+        assert_eq!(s.phase.as_deref(), Some(FAILED));
+        let s = Case::new(pod("Always", &["i"], &["a"]), vec![rc("i", 0, Exited, 1)])
+            .wait("i", "CrashLoopBackOff", "")
+            .run();
+        assert_eq!(s.phase.as_deref(), Some(PENDING));
+        assert_eq!(waiting_reason(init(&s, "i")), Some("CrashLoopBackOff"));
+    }
+
+    // ---- conditions
+
+    fn summary(s: &PodStatus) -> Vec<(String, String, Option<String>, Option<String>)> {
+        let conds = s.conditions.as_ref().unwrap();
+        conds
+            .iter()
+            .map(|c| {
+                (
+                    c.type_.clone(),
+                    c.status.clone(),
+                    c.reason.clone(),
+                    c.message.clone(),
+                )
+            })
+            .collect()
+    }
+
+    fn row(
+        kind: &str,
+        status: &str,
+        reason: Option<&str>,
+        message: Option<&str>,
+    ) -> (String, String, Option<String>, Option<String>) {
+        (
+            kind.into(),
+            status.into(),
+            reason.map(Into::into),
+            message.map(Into::into),
+        )
+    }
+
+    #[test]
+    fn conditions_all_true_in_order() {
+        let s = Case::new(
+            pod("Always", &["i"], &["a"]),
+            vec![rc("i", 0, Exited, 0), rc("a", 0, Running, 0)],
+        )
+        .run();
+        assert_eq!(
+            summary(&s),
+            vec![
+                row(POD_READY_TO_START_CONTAINERS, "True", None, None),
+                row(INITIALIZED, "True", None, None),
+                row(READY, "True", None, None),
+                row(CONTAINERS_READY, "True", None, None),
+                row(POD_SCHEDULED, "True", None, None),
+            ]
+        );
+        for c in s.conditions.as_ref().unwrap() {
+            assert_eq!(c.last_transition_time, t(1_000));
+            assert_eq!(c.last_probe_time, None);
+        }
+    }
+
+    #[test]
+    fn conditions_not_ready() {
+        let mut case = Case::new(
+            pod("Always", &["i1", "i2"], &["a", "b"]),
+            vec![rc("i1", 0, Exited, 0), rc("i2", 0, Running, 0)],
+        );
+        case.sandbox_ready = false;
+        let s = case.run();
+        let unready = Some("containers with unready status: [a b]");
+        assert_eq!(
+            summary(&s),
+            vec![
+                row(POD_READY_TO_START_CONTAINERS, "False", None, None),
+                row(
+                    INITIALIZED,
+                    "False",
+                    Some("ContainersNotInitialized"),
+                    Some("containers with incomplete status: [i2]")
+                ),
+                row(READY, "False", Some("ContainersNotReady"), unready),
+                row(
+                    CONTAINERS_READY,
+                    "False",
+                    Some("ContainersNotReady"),
+                    unready
+                ),
+                row(POD_SCHEDULED, "True", None, None),
+            ]
+        );
+    }
+
+    #[test]
+    fn initialized_without_init_containers_and_after_app_started() {
+        let s = Case::new(pod("Always", &[], &["a"]), vec![]).run();
+        assert_eq!(condition(&s, INITIALIZED).status, "True");
+        // init reran in a new sandbox while the app container's last run remains
+        let s = Case::new(
+            pod("Always", &["i"], &["a"]),
+            vec![rc("i", 1, Running, 0), rc("a", 0, Exited, 0)],
+        )
+        .run();
+        assert_eq!(condition(&s, INITIALIZED).status, "True");
+    }
+
+    #[test]
+    fn conditions_of_completed_pods() {
+        let s = Case::new(
+            pod("Never", &["i"], &["a"]),
+            vec![rc("i", 0, Exited, 0), rc("a", 0, Exited, 0)],
+        )
+        .run();
+        assert_eq!(s.phase.as_deref(), Some(SUCCEEDED));
+        assert_eq!(
+            summary(&s)[1],
+            row(INITIALIZED, "True", Some("PodCompleted"), None)
+        );
+        assert_eq!(
+            summary(&s)[2],
+            row(READY, "False", Some("PodCompleted"), None)
+        );
+        assert_eq!(
+            summary(&s)[3],
+            row(CONTAINERS_READY, "False", Some("PodCompleted"), None)
+        );
+
+        let s = Case::new(pod("Never", &[], &["a"]), vec![rc("a", 0, Exited, 1)]).run();
+        assert_eq!(s.phase.as_deref(), Some(FAILED));
+        assert_eq!(summary(&s)[1], row(INITIALIZED, "True", None, None));
+        assert_eq!(
+            summary(&s)[2],
+            row(READY, "False", Some("PodCompleted"), None)
+        );
+        assert_eq!(
+            summary(&s)[3],
+            row(CONTAINERS_READY, "False", Some("PodCompleted"), None)
+        );
+    }
+
+    #[test]
+    fn transition_times_are_stable_while_status_holds() {
+        let p = pod("Always", &[], &["a"]);
+        let first = Case::new(p.clone(), vec![]).run();
+        assert_eq!(condition(&first, READY).status, "False");
+
+        // Nothing changed: every time is kept, even with a new reason text.
+        let mut case = Case::new(p.clone(), vec![rc("a", 0, Created, 0)]);
+        case.previous = Some(first.clone());
+        case.now = 2_000;
+        let second = case.run();
+        for c in second.conditions.as_ref().unwrap() {
+            assert_eq!(c.last_transition_time, t(1_000), "{}", c.type_);
+        }
+
+        // The container runs: only Ready and ContainersReady move.
+        let mut case = Case::new(p.clone(), vec![rc("a", 0, Running, 0)]);
+        case.previous = Some(second);
+        case.now = 3_000;
+        let third = case.run();
+        let times: Vec<_> = third
+            .conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|c| c.last_transition_time.clone())
+            .collect();
+        assert_eq!(
+            times,
+            vec![t(1_000), t(1_000), t(3_000), t(3_000), t(1_000)]
+        );
+
+        // A previous condition without a time gets `now`.
+        let mut prev = third.clone();
+        prev.conditions.as_mut().unwrap()[0].last_transition_time = None;
+        let mut case = Case::new(p, vec![rc("a", 0, Running, 0)]);
+        case.previous = Some(prev);
+        case.now = 4_000;
+        assert_eq!(
+            condition(&case.run(), POD_READY_TO_START_CONTAINERS).last_transition_time,
+            t(4_000)
+        );
+    }
+
+    // ---- addresses and times
+
+    #[test]
+    fn pod_ips() {
+        let s = Case::new(pod("Always", &[], &["a"]), vec![]).run();
+        assert_eq!(s.pod_ip.as_deref(), Some("10.0.0.7"));
+        assert_eq!(
+            s.pod_ips,
+            Some(vec![PodIP {
+                ip: "10.0.0.7".into()
+            }])
+        );
+        assert_eq!(s.host_ip.as_deref(), Some("192.168.1.5"));
+        assert_eq!(
+            s.host_ips,
+            Some(vec![HostIP {
+                ip: "192.168.1.5".into()
+            }])
+        );
+
+        let mut case = Case::new(
+            pod_with("Always", &[], &["a"], json!({"hostNetwork": true})),
+            vec![],
+        );
+        case.pod_ip = "";
+        let s = case.run();
+        assert_eq!(s.pod_ip.as_deref(), Some("192.168.1.5"));
+        assert_eq!(
+            s.pod_ips,
+            Some(vec![PodIP {
+                ip: "192.168.1.5".into()
+            }])
+        );
+
+        let mut case = Case::new(pod("Always", &[], &["a"]), vec![]);
+        case.pod_ip = "";
+        let s = case.run();
+        assert_eq!((s.pod_ip, s.pod_ips), (None, None));
+    }
+
+    #[test]
+    fn start_time_and_json_shape() {
+        let s = Case::new(pod("Always", &[], &["a"]), vec![]).run();
+        assert_eq!(s.start_time, t(50));
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["startTime"], "1970-01-01T00:00:50Z");
+        assert_eq!(v["phase"], "Pending");
+        assert_eq!(v["qosClass"], "BestEffort");
+        assert_eq!(
+            v["containerStatuses"][0]["state"],
+            json!({"waiting": {"reason": "ContainerCreating"}})
+        );
+        assert_eq!(v["containerStatuses"][0]["started"], false);
+        assert!(v.get("initContainerStatuses").is_none());
+    }
+
+    // ---- QoS
+
+    fn qos(apps: serde_json::Value, inits: serde_json::Value) -> &'static str {
+        let p: Pod =
+            serde_json::from_value(json!({"spec": {"containers": apps, "initContainers": inits}}))
+                .unwrap();
+        qos_class(&p)
+    }
+
+    fn res(requests: serde_json::Value, limits: serde_json::Value) -> serde_json::Value {
+        json!({"name": "c", "resources": {"requests": requests, "limits": limits}})
+    }
+
+    #[test]
+    fn qos_classes() {
+        let none = json!({});
+        let both = json!({"cpu": "500m", "memory": "1Gi"});
+        let cases = [
+            ("nothing", json!([{"name": "c"}]), json!([]), "BestEffort"),
+            (
+                "zero amounts",
+                json!([res(json!({"cpu": "0"}), json!({"memory": "0Mi"}))]),
+                json!([]),
+                "BestEffort",
+            ),
+            (
+                "other resources only",
+                json!([res(json!({"ephemeral-storage": "1Gi"}), none.clone())]),
+                json!([]),
+                "BestEffort",
+            ),
+            (
+                "limits only",
+                json!([res(none.clone(), both.clone())]),
+                json!([]),
+                "Guaranteed",
+            ),
+            (
+                "equal in other units",
+                json!([res(json!({"cpu": "0.5", "memory": "1024Mi"}), both.clone())]),
+                json!([]),
+                "Guaranteed",
+            ),
+            (
+                "two guaranteed",
+                json!([
+                    res(none.clone(), both.clone()),
+                    res(both.clone(), both.clone())
+                ]),
+                json!([]),
+                "Guaranteed",
+            ),
+            (
+                "guaranteed with init",
+                json!([res(none.clone(), both.clone())]),
+                json!([res(none.clone(), both.clone())]),
+                "Guaranteed",
+            ),
+            (
+                "requests only",
+                json!([res(both.clone(), none.clone())]),
+                json!([]),
+                "Burstable",
+            ),
+            (
+                "request below limit",
+                json!([res(json!({"cpu": "100m", "memory": "1Gi"}), both.clone())]),
+                json!([]),
+                "Burstable",
+            ),
+            (
+                "cpu limit only",
+                json!([res(none.clone(), json!({"cpu": "1"}))]),
+                json!([]),
+                "Burstable",
+            ),
+            (
+                "one container without",
+                json!([res(none.clone(), both.clone()), {"name": "d"}]),
+                json!([]),
+                "Burstable",
+            ),
+            (
+                "init container without limits",
+                json!([res(none.clone(), both.clone())]),
+                json!([res(json!({"cpu": "1m"}), none.clone())]),
+                "Burstable",
+            ),
+        ];
+        for (what, apps, inits, want) in cases {
+            assert_eq!(qos(apps, inits), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn quantities() {
+        let q = |s: &str| {
+            quantity(&k8s_openapi::apimachinery::pkg::api::resource::Quantity(
+                s.into(),
+            ))
+        };
+        let cases = [
+            ("1", Some(1_000_000_000)),
+            ("100m", Some(100_000_000)),
+            ("0.1", Some(100_000_000)),
+            (".5", Some(500_000_000)),
+            ("1Ki", Some(1024 * 1_000_000_000)),
+            ("1.5Gi", Some(1_610_612_736 * 1_000_000_000)),
+            ("2k", Some(2_000 * 1_000_000_000)),
+            ("1e3", Some(1_000 * 1_000_000_000)),
+            ("1E", Some(1_000_000_000_000_000_000 * 1_000_000_000)),
+            ("5n", Some(5)),
+            ("1.5n", Some(2)),
+            ("1e-12", Some(1)),
+            ("-1", Some(-1_000_000_000)),
+            ("+2", Some(2_000_000_000)),
+            ("", None),
+            ("m", None),
+            ("1Xi", None),
+            ("1.2.3", None),
+            ("1e99", None),
+            ("1e999999999999", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(q(text), want, "{text:?}");
+        }
+    }
+
+    // ---- properties
+
+    fn any_state() -> impl Strategy<Value = ContainerState> {
+        prop_oneof![Just(Created), Just(Running), Just(Exited), Just(Unknown)]
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_and_lists_the_spec(
+            n_init in 0usize..3,
+            n_app in 1usize..4,
+            policy in prop_oneof![Just("Always"), Just("OnFailure"), Just("Never"), Just("Weird")],
+            ctrs in proptest::collection::vec(
+                (0usize..7, 0u32..4, any_state(), -3i32..3, any::<i64>(), any::<i64>(), any::<bool>(), ".{0,4}"),
+                0..10,
+            ),
+            waits in proptest::collection::vec((0usize..7, ".{0,6}"), 0..4),
+            sandbox_ready in any::<bool>(),
+            host_network in any::<bool>(),
+            ip in prop_oneof![Just(""), Just("10.1.1.1")],
+            now in -1_000_000i64..4_000_000_000,
+            with_previous in any::<bool>(),
+        ) {
+            let names = ["i0", "i1", "i2", "a0", "a1", "a2", "other"];
+            let inits: Vec<&str> = names[..n_init].to_vec();
+            let apps: Vec<&str> = names[3..3 + n_app].to_vec();
+            let p = pod_with(policy, &inits, &apps, json!({"hostNetwork": host_network}));
+            let containers: Vec<ContainerStatus> = ctrs
+                .into_iter()
+                .map(|(n, attempt, state, code, created, finished, labelled, count)| {
+                    let mut c = rc(names[n], attempt, state, code);
+                    c.created_at = created;
+                    c.started_at = created;
+                    c.finished_at = finished;
+                    if !labelled {
+                        c.labels.clear();
+                        c.annotations.insert(CONTAINER_RESTART_COUNT_ANNOTATION.into(), count);
+                    }
+                    c
+                })
+                .collect();
+            let waiting: HashMap<String, WaitingReason> = waits
+                .into_iter()
+                .map(|(n, r)| (names[n].to_string(), WaitingReason { reason: r.clone(), message: r }))
+                .collect();
+            let mut case = Case { pod: p, containers, waiting, sandbox_ready, pod_ip: ip, previous: None, now };
+            if with_previous {
+                case.previous = Some(case.run());
+            }
+            let s = case.run();
+            let listed = |v: &Option<Vec<K8sContainerStatus>>| -> Vec<String> {
+                v.iter().flatten().map(|c| c.name.clone()).collect()
+            };
+            prop_assert_eq!(listed(&s.container_statuses), apps);
+            prop_assert_eq!(listed(&s.init_container_statuses), inits.clone());
+            prop_assert_eq!(s.init_container_statuses.is_some(), n_init > 0);
+            let kinds: Vec<&str> = s.conditions.iter().flatten().map(|c| c.type_.as_str()).collect();
+            prop_assert_eq!(kinds, vec![POD_READY_TO_START_CONTAINERS, INITIALIZED, READY, CONTAINERS_READY, POD_SCHEDULED]);
+            prop_assert!([PENDING, RUNNING, SUCCEEDED, FAILED].contains(&s.phase.as_deref().unwrap()));
+            for c in s.init_container_statuses.iter().flatten().chain(s.container_statuses.iter().flatten()) {
+                let st = c.state.as_ref().unwrap();
+                let set = [st.running.is_some(), st.terminated.is_some(), st.waiting.is_some()];
+                prop_assert_eq!(set.iter().filter(|b| **b).count(), 1);
+                prop_assert_eq!(c.ready, st.running.is_some());
+                prop_assert!(c.restart_count >= 0);
+            }
+            prop_assert!(serde_json::to_string(&s).is_ok());
+        }
+    }
+}

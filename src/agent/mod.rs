@@ -1,0 +1,242 @@
+//! `crilet run`: sources → merge → pod manager → one worker per pod, plus
+//! the relist that wakes workers when the runtime changes under them.
+//!
+//! Invariant: the sync loop is the only writer of the merged config, the
+//! pod manager and the worker map; readers get `Arc` snapshots of the
+//! manager through a watch channel. Shutdown fans out from one
+//! cancellation token and leaves pods running, as the kubelet does.
+
+pub mod config;
+pub mod node;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::file::{self as file_source, FileSourceConfig, SourceSet};
+use crate::config::merge::PodConfig;
+use crate::pod::manager::PodManager;
+use crate::pod::{self, Pod};
+use crate::runtime::Runtime;
+use crate::runtime::mapping::NodeContext;
+use crate::runtime::observe::{RuntimePodSummary, observe_all};
+use crate::runtime::worker::{self, PodWork, StatusCache, WorkerContext, WorkerDone, WorkerHandle};
+
+/// How often the runtime is listed for changes (containerd 1.6 has no events).
+pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
+/// How often every worker re-checks its pod even when nothing changed.
+pub const RESYNC_PERIOD: Duration = Duration::from_secs(60);
+
+/// Handles the agent hands out to readers (stats, the status writer).
+#[derive(Clone)]
+pub struct AgentHandles {
+    pub pods: watch::Receiver<Arc<PodManager>>,
+    pub statuses: StatusCache,
+}
+
+pub struct Agent {
+    pub runtime: Arc<dyn Runtime>,
+    pub runtime_name: String,
+    pub node: NodeContext,
+    pub pod_manifest_path: Option<PathBuf>,
+    pub file_check_frequency: Duration,
+    pub cgroup_fs: PathBuf,
+}
+
+impl Agent {
+    /// Runs until `cancel`; returns the handles as soon as it has started.
+    pub fn start(self, cancel: CancellationToken) -> (AgentHandles, tokio::task::JoinHandle<()>) {
+        let (sets_tx, sets_rx) = mpsc::channel(16);
+        let mut sources = Vec::new();
+        if let Some(path) = self.pod_manifest_path.clone() {
+            sources.push(file_source::FILE_SOURCE_NAME);
+            tokio::spawn(file_source::run(
+                FileSourceConfig {
+                    path,
+                    check_frequency: self.file_check_frequency,
+                    node_name: self.node.node_name.clone(),
+                },
+                sets_tx.clone(),
+                cancel.clone(),
+            ));
+        } else {
+            tracing::warn!("no --pod-manifest-path: crilet has no pod source and will run nothing");
+        }
+        drop(sets_tx);
+        let statuses: StatusCache = Default::default();
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let ctx = Arc::new(WorkerContext {
+            runtime: self.runtime.clone(),
+            runtime_name: self.runtime_name.clone(),
+            node: self.node.clone(),
+            statuses: statuses.clone(),
+            cgroup_fs: self.cgroup_fs.clone(),
+            done: done_tx,
+        });
+        let (pods_tx, pods_rx) = watch::channel(Arc::new(PodManager::new()));
+        let sync = SyncLoop {
+            config: PodConfig::new(sources.iter().copied()),
+            manager: PodManager::new(),
+            workers: HashMap::new(),
+            terminating: HashSet::new(),
+            last_relist: BTreeMap::new(),
+            relist_failing: false,
+            ctx,
+            cancel: cancel.clone(),
+            pods_tx,
+        };
+        let join = tokio::spawn(sync.run(sets_rx, done_rx));
+        (
+            AgentHandles {
+                pods: pods_rx,
+                statuses,
+            },
+            join,
+        )
+    }
+}
+
+struct SyncLoop {
+    config: PodConfig,
+    manager: PodManager,
+    workers: HashMap<String, WorkerHandle>,
+    /// UIDs whose worker is terminating them.
+    terminating: HashSet<String>,
+    last_relist: BTreeMap<String, RuntimePodSummary>,
+    relist_failing: bool,
+    ctx: Arc<WorkerContext>,
+    cancel: CancellationToken,
+    pods_tx: watch::Sender<Arc<PodManager>>,
+}
+
+impl SyncLoop {
+    async fn run(
+        mut self,
+        mut sets: mpsc::Receiver<SourceSet>,
+        mut done: mpsc::UnboundedReceiver<WorkerDone>,
+    ) {
+        let mut relist = tokio::time::interval(RELIST_PERIOD);
+        relist.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut resync = tokio::time::interval(RESYNC_PERIOD);
+        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut sources_open = true;
+        loop {
+            tokio::select! {
+                _ = self.cancel.cancelled() => {
+                    tracing::info!("stopping: pods are left running");
+                    return;
+                }
+                set = sets.recv(), if sources_open => match set {
+                    Some(set) => self.handle_set(set),
+                    None => sources_open = false,
+                },
+                Some(d) = done.recv() => self.handle_done(d),
+                _ = relist.tick() => self.relist().await,
+                _ = resync.tick() => self.workers.values().for_each(WorkerHandle::wake),
+            }
+        }
+    }
+
+    fn handle_set(&mut self, set: SourceSet) {
+        let changes = self.config.set(set.source, set.pods);
+        for r in &changes.rejected {
+            tracing::error!(origin = %r.origin, pod = %r.full_name, kept = %r.kept_origin, "pod is already defined by another manifest; ignoring this one");
+        }
+        for p in changes.adds.into_iter().chain(changes.updates) {
+            tracing::info!(pod = %pod::full_name(&p), uid = pod::uid(&p), "pod added or updated");
+            self.manager.add_pod(p.clone());
+            let p = Arc::new(p);
+            self.dispatch(pod::uid(&p).to_string(), PodWork::Sync(p));
+        }
+        for p in changes.removes {
+            tracing::info!(pod = %pod::full_name(&p), uid = pod::uid(&p), "pod removed from its source");
+            self.manager.remove_pod(&p);
+            let uid = pod::uid(&p).to_string();
+            self.terminating.insert(uid.clone());
+            self.dispatch(
+                uid.clone(),
+                PodWork::Terminate {
+                    uid,
+                    full_name: pod::full_name(&p),
+                    pod: Some(Arc::new(p)),
+                },
+            );
+        }
+        let _ = self.pods_tx.send(Arc::new(self.manager.clone()));
+    }
+
+    fn handle_done(&mut self, d: WorkerDone) {
+        self.workers.remove(&d.uid);
+        self.terminating.remove(&d.uid);
+        // Re-added while it was being terminated: run it again.
+        if let Some(p) = self.manager.get_pod_by_uid(&d.uid) {
+            self.dispatch(d.uid.clone(), PodWork::Sync(Arc::new((*p).clone())));
+        }
+    }
+
+    fn dispatch(&mut self, uid: String, work: PodWork) {
+        if let PodWork::Sync(_) = &work {
+            self.terminating.remove(&uid);
+        }
+        if let Some(h) = self.workers.get(&uid) {
+            if h.send(work.clone()) {
+                return;
+            }
+        }
+        let h = worker::spawn(self.ctx.clone(), work, self.cancel.child_token());
+        self.workers.insert(uid, h);
+    }
+
+    /// Wakes the workers of pods whose runtime objects changed, and
+    /// terminates kubelet-labelled pods that no source wants once every
+    /// source has reported.
+    async fn relist(&mut self) {
+        let all = match observe_all(self.ctx.runtime.as_ref()).await {
+            Ok(all) => {
+                if self.relist_failing {
+                    tracing::info!("runtime answers again");
+                    self.relist_failing = false;
+                }
+                all
+            }
+            Err(e) => {
+                if !self.relist_failing {
+                    tracing::error!(error = %e, "cannot list the runtime's pods; retrying every second");
+                    self.relist_failing = true;
+                }
+                return;
+            }
+        };
+        for (uid, summary) in &all {
+            if let Some(h) = self.workers.get(uid) {
+                if self.last_relist.get(uid) != Some(summary) {
+                    h.wake();
+                }
+                continue;
+            }
+            let wanted = self.manager.get_pod_by_uid(uid).is_some();
+            if !wanted && self.config.all_sources_seen() && !self.terminating.contains(uid) {
+                tracing::info!(uid, pod = %summary.full_name, "runtime pod that no source wants; removing it");
+                self.terminating.insert(uid.clone());
+                self.dispatch(
+                    uid.clone(),
+                    PodWork::Terminate {
+                        uid: uid.clone(),
+                        full_name: summary.full_name.clone(),
+                        pod: None,
+                    },
+                );
+            }
+        }
+        self.last_relist = all;
+    }
+}
+
+/// Convenience for tests and readers: the pods the manager holds now.
+pub fn current_pods(handles: &AgentHandles) -> Vec<Arc<Pod>> {
+    handles.pods.borrow().get_pods()
+}

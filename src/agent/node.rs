@@ -1,0 +1,129 @@
+//! Facts about the node the agent runs on: its name, IP, DNS and memory.
+//! The parsers are pure; the `read_*` functions do the I/O.
+
+use crate::runtime::DnsConfig;
+
+/// The node name: the override if given, else the kernel's hostname,
+/// lowercased as the kubelet does.
+pub fn node_name(override_name: Option<&str>) -> std::io::Result<String> {
+    let name = match override_name {
+        Some(n) => n.to_string(),
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")?,
+    };
+    let name = name.trim().to_lowercase();
+    if name.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the node name is empty; pass --hostname-override",
+        ));
+    }
+    Ok(name)
+}
+
+/// Local IPv4 addresses from /proc/net/fib_trie ("host LOCAL" entries),
+/// loopback last, duplicates removed, in order of appearance.
+pub fn parse_fib_trie_local_addresses(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut last_addr: Option<&str> = None;
+    for line in text.lines() {
+        let t = line.trim_start_matches([' ', '|', '+', '-']).trim();
+        if t.starts_with("/32 host LOCAL") {
+            if let Some(a) = last_addr {
+                if !out.iter().any(|x| x == a) {
+                    out.push(a.to_string());
+                }
+            }
+        } else if t.parse::<std::net::Ipv4Addr>().is_ok() {
+            last_addr = Some(t);
+        }
+    }
+    out.sort_by_key(|a| a.starts_with("127."));
+    out
+}
+
+/// The node IP: the given one, else the first non-loopback local IPv4.
+pub fn node_ip(given: Option<&str>) -> String {
+    if let Some(ip) = given {
+        return ip.to_string();
+    }
+    std::fs::read_to_string("/proc/net/fib_trie")
+        .ok()
+        .and_then(|t| parse_fib_trie_local_addresses(&t).into_iter().next())
+        .unwrap_or_else(|| "127.0.0.1".to_string())
+}
+
+/// nameserver / search / options lines of a resolv.conf.
+pub fn parse_resolv_conf(text: &str) -> DnsConfig {
+    let mut dns = DnsConfig::default();
+    for line in text.lines() {
+        let line = line.split(['#', ';']).next().unwrap_or_default();
+        let mut words = line.split_whitespace();
+        match words.next() {
+            Some("nameserver") => dns.servers.extend(words.next().map(String::from)),
+            // The last search (or domain) line wins, as in glibc.
+            Some("search") | Some("domain") => dns.searches = words.map(String::from).collect(),
+            Some("options") => dns.options.extend(words.map(String::from)),
+            _ => {}
+        }
+    }
+    dns
+}
+
+pub fn read_host_dns(path: &std::path::Path) -> DnsConfig {
+    std::fs::read_to_string(path)
+        .map(|t| parse_resolv_conf(&t))
+        .unwrap_or_default()
+}
+
+/// MemTotal of /proc/meminfo, in bytes.
+pub fn parse_mem_total(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+pub fn read_memory_capacity() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| parse_mem_total(&t))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fib_trie_local_addresses_skip_broadcast_and_put_loopback_last() {
+        let text = "Main:\n  +-- 0.0.0.0/0 3 0 5\n     |-- 0.0.0.0\n        /0 universe UNICAST\n     +-- 127.0.0.0/8 2 0 2\n        +-- 127.0.0.0/31 1 0 0\n           |-- 127.0.0.0\n              /8 host LOCAL\n           |-- 127.0.0.1\n              /32 host LOCAL\n     |-- 192.0.2.10\n        /32 host LOCAL\n     |-- 192.0.2.255\n        /32 link BROADCAST\nLocal:\n     |-- 192.0.2.10\n        /32 host LOCAL\n";
+        assert_eq!(
+            parse_fib_trie_local_addresses(text),
+            ["192.0.2.10", "127.0.0.1"]
+        );
+    }
+
+    #[test]
+    fn resolv_conf_is_parsed() {
+        let d = parse_resolv_conf(
+            "# comment\nnameserver 192.0.2.53\nnameserver 192.0.2.54 # trailing\nsearch a.example b.example\noptions ndots:2 edns0\n",
+        );
+        assert_eq!(d.servers, ["192.0.2.53", "192.0.2.54"]);
+        assert_eq!(d.searches, ["a.example", "b.example"]);
+        assert_eq!(d.options, ["ndots:2", "edns0"]);
+    }
+
+    #[test]
+    fn mem_total_in_bytes() {
+        assert_eq!(
+            parse_mem_total("MemTotal:       2048 kB\nMemFree: 1 kB\n"),
+            Some(2048 * 1024)
+        );
+        assert_eq!(parse_mem_total("nothing"), None);
+    }
+
+    #[test]
+    fn node_name_is_lowercased_and_not_empty() {
+        assert_eq!(node_name(Some("Node-A\n")).unwrap(), "node-a");
+        assert!(node_name(Some("  ")).is_err());
+    }
+}

@@ -1,0 +1,638 @@
+//! One task per pod UID: it drives the runtime towards the pod's spec and
+//! writes the pod's status.
+//!
+//! Invariants: the worker acts only on runtime state it read after its own
+//! last action (it observes, plans, acts, and observes again); a newer
+//! update replaces a pending one (a watch channel); the status is generated
+//! from the worker's own copy of the pod, never from a shared lookup.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::{Container, PodStatus};
+use tokio::sync::{Notify, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::backoff::BackOff;
+use super::cgroup::remove_pod_cgroup;
+use super::mapping::{self, NodeContext};
+use super::observe::{Observation, observe_pod};
+use super::plan::{self, Action, ContainerKind, DesiredContainer, DesiredPod, RestartPolicy};
+use super::status::{StatusInput, WaitingReason, pod_status};
+use super::{ContainerState, PodSandboxState, Runtime, RuntimeError};
+use crate::pod::{self, Pod};
+
+/// Statuses by static pod UID. Each worker writes only its own entry.
+pub type StatusCache = Arc<RwLock<HashMap<String, PodStatus>>>;
+
+/// What a worker is asked to do.
+#[derive(Debug, Clone)]
+pub enum PodWork {
+    /// Make the runtime match this pod.
+    Sync(Arc<Pod>),
+    /// Stop and remove everything of the pod. `pod` is None for an orphan
+    /// found on the runtime (then the grace period comes from its labels).
+    Terminate {
+        uid: String,
+        full_name: String,
+        pod: Option<Arc<Pod>>,
+    },
+}
+
+/// Sent to the sync loop when a worker has finished terminating its pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerDone {
+    pub uid: String,
+}
+
+/// What every worker shares.
+pub struct WorkerContext {
+    pub runtime: Arc<dyn Runtime>,
+    pub runtime_name: String,
+    pub node: NodeContext,
+    pub statuses: StatusCache,
+    /// cgroupfs mount (normally /sys/fs/cgroup); pod cgroups are removed here.
+    pub cgroup_fs: PathBuf,
+    pub done: mpsc::UnboundedSender<WorkerDone>,
+}
+
+/// The sync loop's handle on a worker.
+pub struct WorkerHandle {
+    work: watch::Sender<PodWork>,
+    wake: Arc<Notify>,
+}
+
+impl WorkerHandle {
+    /// Replaces whatever the worker has not started yet. False when the
+    /// worker has exited (the caller then starts a new one).
+    pub fn send(&self, work: PodWork) -> bool {
+        self.work.send(work).is_ok()
+    }
+
+    /// Asks the worker to look at the runtime again (the relist saw a change).
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+}
+
+/// Starts the worker task of one pod.
+pub fn spawn(ctx: Arc<WorkerContext>, work: PodWork, cancel: CancellationToken) -> WorkerHandle {
+    let (tx, rx) = watch::channel(work);
+    let wake = Arc::new(Notify::new());
+    let worker = Worker {
+        ctx,
+        backoff: BackOff::default(),
+        pull_failures: HashMap::new(),
+        waiting: HashMap::new(),
+        start_time: None,
+        previous: None,
+        errors: 0,
+    };
+    tokio::spawn(worker.run(rx, wake.clone(), cancel));
+    WorkerHandle { work: tx, wake }
+}
+
+fn now_nanos() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+fn nanos_to_instant(at: i64) -> tokio::time::Instant {
+    let wait = at.saturating_sub(now_nanos()).max(0) as u64;
+    tokio::time::Instant::now() + Duration::from_nanos(wait)
+}
+
+/// What the plan needs of a pod spec.
+pub fn desired_pod(pod: &Pod) -> DesiredPod {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let desired = |cs: &[Container]| {
+        cs.iter()
+            .map(|c| DesiredContainer {
+                name: c.name.clone(),
+                hash: mapping::container_hash(c),
+            })
+            .collect()
+    };
+    DesiredPod {
+        restart_policy: RestartPolicy::parse(spec.restart_policy.as_deref()),
+        init_containers: desired(spec.init_containers.as_deref().unwrap_or_default()),
+        containers: desired(&spec.containers),
+    }
+}
+
+struct Worker {
+    ctx: Arc<WorkerContext>,
+    backoff: BackOff,
+    /// Last failed pull per container name, and its message.
+    pull_failures: HashMap<String, (i64, String)>,
+    /// Why containers are not running, for the status.
+    waiting: HashMap<String, WaitingReason>,
+    start_time: Option<jiff::Timestamp>,
+    previous: Option<PodStatus>,
+    /// Consecutive failed syncs, for the retry delay.
+    errors: u32,
+}
+
+/// Retry delay after a failed sync: 1 s doubling to 30 s.
+fn retry_delay(errors: u32) -> Duration {
+    Duration::from_secs(1u64 << errors.min(5).saturating_sub(1)).min(Duration::from_secs(30))
+}
+
+impl Worker {
+    async fn run(
+        mut self,
+        mut rx: watch::Receiver<PodWork>,
+        wake: Arc<Notify>,
+        cancel: CancellationToken,
+    ) {
+        let mut next_wake: Option<tokio::time::Instant> = None;
+        loop {
+            let work = rx.borrow_and_update().clone();
+            let outcome = match &work {
+                PodWork::Sync(pod) => self.sync(pod).await,
+                PodWork::Terminate {
+                    uid,
+                    full_name,
+                    pod,
+                } => {
+                    match self.terminate(uid, full_name, pod.as_deref()).await {
+                        Ok(()) => {
+                            // Done, unless a new update arrived meanwhile.
+                            if !rx.has_changed().unwrap_or(false) {
+                                let _ = self.ctx.done.send(WorkerDone { uid: uid.clone() });
+                                return;
+                            }
+                            Ok(None)
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+            };
+            next_wake = match outcome {
+                Ok(at) => {
+                    self.errors = 0;
+                    at.map(nanos_to_instant)
+                }
+                Err(e) => {
+                    self.errors += 1;
+                    let delay = retry_delay(self.errors);
+                    tracing::warn!(pod = %work_name(&work), error = %e, retry_in = ?delay, "pod sync failed");
+                    Some(tokio::time::Instant::now() + delay)
+                }
+            }
+            .or(next_wake.filter(|w| *w > tokio::time::Instant::now()));
+            let sleep = async {
+                match next_wake {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                changed = rx.changed() => if changed.is_err() { return },
+                _ = wake.notified() => {},
+                _ = sleep => { next_wake = None; },
+            }
+        }
+    }
+
+    /// One pass: observe, plan, act, observe, write status. Returns when the
+    /// worker should look again on its own (a back-off ending).
+    async fn sync(&mut self, pod: &Pod) -> Result<Option<i64>, RuntimeError> {
+        let uid = pod::uid(pod);
+        let rt = self.ctx.runtime.clone();
+        let start = *self.start_time.get_or_insert_with(jiff::Timestamp::now);
+        let obs = observe_pod(rt.as_ref(), uid).await?;
+        let desired = desired_pod(pod);
+        let now = now_nanos();
+        let planned = plan::plan(&desired, &obs.to_plan_input(), &self.backoff, now);
+        let mut result = Ok(());
+        for w in &planned.waiting {
+            self.waiting.insert(
+                w.name.clone(),
+                WaitingReason {
+                    reason: "CrashLoopBackOff".into(),
+                    message: format!(
+                        "back-off {:?} restarting failed container={} pod={}",
+                        self.backoff.delay(&w.name).unwrap_or_default(),
+                        w.name,
+                        pod::full_name(pod)
+                    ),
+                },
+            );
+        }
+        for action in &planned.actions {
+            tracing::info!(pod = %pod::full_name(pod), uid, ?action, "pod action");
+            if let Err(e) = self.act(pod, &obs, action).await {
+                result = Err(e);
+                break;
+            }
+        }
+        let obs = if planned.actions.is_empty() {
+            obs
+        } else {
+            observe_pod(rt.as_ref(), uid).await?
+        };
+        self.write_status(pod, &obs, start).await;
+        self.backoff.gc(now);
+        let mut wake = planned.next_wake();
+        // A failed pull is retried when its back-off ends.
+        for (name, (at, _)) in &self.pull_failures {
+            if let Some(until) = self.backoff.blocked_until(&pull_key(name), *at, now) {
+                wake = Some(wake.map_or(until, |w: i64| w.min(until)));
+            }
+        }
+        result.map(|()| wake)
+    }
+
+    async fn act(
+        &mut self,
+        pod: &Pod,
+        obs: &Observation,
+        action: &Action,
+    ) -> Result<(), RuntimeError> {
+        let rt = self.ctx.runtime.clone();
+        match action {
+            Action::KillPod { reason } => {
+                tracing::info!(pod = %pod::full_name(pod), reason, "killing pod");
+                kill_all(rt, obs, mapping::termination_grace_period(pod)).await
+            }
+            Action::RemoveSandbox { id } => rt.remove_pod_sandbox(id).await,
+            Action::KillContainer { id, name, reason } => {
+                tracing::info!(pod = %pod::full_name(pod), container = name, reason, "killing container");
+                let grace =
+                    Duration::from_secs(mapping::termination_grace_period(pod).max(0) as u64);
+                rt.stop_container(id, grace).await
+            }
+            Action::CreateSandbox { attempt } => self.create_sandbox(pod, *attempt).await,
+            Action::StartContainer {
+                kind,
+                name,
+                attempt,
+                restart_count,
+                restart,
+            } => {
+                self.start_container(pod, *kind, name, *attempt, *restart_count, *restart)
+                    .await
+            }
+        }
+    }
+
+    async fn create_sandbox(&mut self, pod: &Pod, attempt: u32) -> Result<(), RuntimeError> {
+        let rt = self.ctx.runtime.clone();
+        let config = mapping::sandbox_config(&self.ctx.node, pod, attempt).map_err(refused)?;
+        prepare_dirs(&self.ctx.node, pod).map_err(|e| RuntimeError::Refused {
+            op: "RunPodSandbox",
+            message: e.to_string(),
+        })?;
+        match rt.run_pod_sandbox(&config).await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                // A failed run can leave a NOTREADY sandbox that holds the
+                // name of this attempt: clear it so the retry can use it.
+                let stale = rt
+                    .list_pod_sandbox(&super::PodSandboxFilter {
+                        label_selector: super::Labels::from([(
+                            super::labels::POD_UID_LABEL.to_string(),
+                            pod::uid(pod).to_string(),
+                        )]),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap_or_default();
+                for s in stale
+                    .iter()
+                    .filter(|s| s.metadata.attempt == attempt && s.state != PodSandboxState::Ready)
+                {
+                    let _ = rt.stop_pod_sandbox(&s.id).await;
+                    let _ = rt.remove_pod_sandbox(&s.id).await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn start_container(
+        &mut self,
+        pod: &Pod,
+        kind: ContainerKind,
+        name: &str,
+        attempt: u32,
+        restart_count: u32,
+        restart: bool,
+    ) -> Result<(), RuntimeError> {
+        let rt = self.ctx.runtime.clone();
+        let spec = pod.spec.clone().unwrap_or_default();
+        let list = match kind {
+            ContainerKind::Init => spec.init_containers.unwrap_or_default(),
+            ContainerKind::App => spec.containers,
+        };
+        let Some(container) = list.into_iter().find(|c| c.name == name) else {
+            return Ok(());
+        };
+        // The current sandbox: the plan only starts containers in a ready one.
+        let sandboxes = observe_pod(rt.as_ref(), pod::uid(pod)).await?.sandboxes;
+        let Some(sandbox) = sandboxes
+            .iter()
+            .filter(|s| s.state == PodSandboxState::Ready)
+            .max_by_key(|s| (s.metadata.attempt, s.created_at))
+        else {
+            return Ok(());
+        };
+        let sandbox_config = mapping::sandbox_config(&self.ctx.node, pod, sandbox.metadata.attempt)
+            .map_err(refused)?;
+        let pod_ip = rt.pod_sandbox_status(&sandbox.id).await?.ip;
+        let now = now_nanos();
+        if let Err((reason, message)) = self.ensure_image(&container, &sandbox_config, now).await {
+            self.waiting.insert(
+                name.to_string(),
+                WaitingReason {
+                    reason,
+                    message: message.clone(),
+                },
+            );
+            return Err(RuntimeError::Refused {
+                op: "PullImage",
+                message,
+            });
+        }
+        let config = mapping::container_config(
+            &self.ctx.node,
+            pod,
+            &container,
+            restart_count,
+            attempt,
+            &pod_ip,
+        )
+        .map_err(|e| {
+            self.waiting.insert(
+                name.to_string(),
+                WaitingReason {
+                    reason: "CreateContainerConfigError".into(),
+                    message: e.to_string(),
+                },
+            );
+            refused(e)
+        })?;
+        if restart {
+            self.backoff.next(name, now);
+        }
+        let id = match rt
+            .create_container(&sandbox.id, &config, &sandbox_config)
+            .await
+        {
+            Ok(id) => id,
+            Err(e) => {
+                self.waiting.insert(
+                    name.to_string(),
+                    WaitingReason {
+                        reason: "CreateContainerError".into(),
+                        message: e.to_string(),
+                    },
+                );
+                return Err(e);
+            }
+        };
+        if let Err(e) = rt.start_container(&id).await {
+            self.waiting.insert(
+                name.to_string(),
+                WaitingReason {
+                    reason: "RunContainerError".into(),
+                    message: e.to_string(),
+                },
+            );
+            return Err(e);
+        }
+        self.waiting.remove(name);
+        Ok(())
+    }
+
+    /// Pulls per the container's policy. Err is (reason, message) for the status.
+    async fn ensure_image(
+        &mut self,
+        container: &Container,
+        sandbox: &super::PodSandboxConfig,
+        now: i64,
+    ) -> Result<(), (String, String)> {
+        let rt = self.ctx.runtime.clone();
+        let image = container.image.clone().unwrap_or_default();
+        let policy = container
+            .image_pull_policy
+            .as_deref()
+            .unwrap_or("IfNotPresent");
+        if policy != "Always" {
+            let present = rt
+                .image_status(&image)
+                .await
+                .map_err(|e| ("ErrImageInspect".to_string(), e.to_string()))?
+                .is_some();
+            if present {
+                return Ok(());
+            }
+            if policy == "Never" {
+                return Err((
+                    "ErrImageNeverPull".into(),
+                    format!("container image {image:?} is not present with pull policy of Never"),
+                ));
+            }
+        }
+        let key = pull_key(&container.name);
+        if let Some((at, last)) = self.pull_failures.get(&container.name) {
+            if self.backoff.blocked_until(&key, *at, now).is_some() {
+                return Err((
+                    "ImagePullBackOff".into(),
+                    format!("Back-off pulling image {image:?}: {last}"),
+                ));
+            }
+        }
+        match rt.pull_image(&image, None, Some(sandbox)).await {
+            Ok(image_ref) => {
+                tracing::info!(image, image_ref, "pulled image");
+                self.pull_failures.remove(&container.name);
+                self.backoff.reset(&key);
+                Ok(())
+            }
+            Err(e) => {
+                self.backoff.next(&key, now);
+                let message = e.to_string();
+                self.pull_failures
+                    .insert(container.name.clone(), (now, message.clone()));
+                Err(("ErrImagePull".into(), message))
+            }
+        }
+    }
+
+    async fn write_status(&mut self, pod: &Pod, obs: &Observation, start: jiff::Timestamp) {
+        let sandbox = obs
+            .sandboxes
+            .iter()
+            .max_by_key(|s| (s.metadata.attempt, s.created_at));
+        let sandbox_ready = sandbox.is_some_and(|s| s.state == PodSandboxState::Ready);
+        let mut pod_ip = String::new();
+        if let Some(s) = sandbox.filter(|_| sandbox_ready) {
+            if let Ok(st) = self.ctx.runtime.pod_sandbox_status(&s.id).await {
+                pod_ip = st.ip;
+            }
+        }
+        // A running container clears its waiting reason.
+        for c in &obs.containers {
+            if c.state == ContainerState::Running {
+                self.waiting.remove(&c.metadata.name);
+            }
+        }
+        let status = pod_status(&StatusInput {
+            pod,
+            sandbox_ready,
+            pod_ip: &pod_ip,
+            host_ip: &self.ctx.node.host_ip,
+            containers: &obs.containers,
+            waiting: &self.waiting,
+            start_time: start,
+            runtime_name: &self.ctx.runtime_name,
+            previous: self.previous.as_ref(),
+            now: jiff::Timestamp::now(),
+        });
+        if self.previous.as_ref() != Some(&status) {
+            tracing::debug!(pod = %pod::full_name(pod), phase = ?status.phase, "pod status changed");
+        }
+        self.ctx
+            .statuses
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(pod::uid(pod).to_string(), status.clone());
+        self.previous = Some(status);
+    }
+
+    async fn terminate(
+        &mut self,
+        uid: &str,
+        full_name: &str,
+        pod: Option<&Pod>,
+    ) -> Result<(), RuntimeError> {
+        let rt = self.ctx.runtime.clone();
+        let obs = observe_pod(rt.as_ref(), uid).await?;
+        let grace = match pod {
+            Some(p) => mapping::termination_grace_period(p),
+            None => obs
+                .labels
+                .values()
+                .find_map(|l| l.termination_grace_period)
+                .unwrap_or(30),
+        };
+        tracing::info!(pod = full_name, uid, grace, "terminating pod");
+        kill_all(rt.clone(), &obs, grace).await?;
+        // Everything is stopped: remove it (containers go with their sandbox).
+        for c in &obs.containers {
+            rt.remove_container(&c.id).await?;
+        }
+        for s in &obs.sandboxes {
+            rt.remove_pod_sandbox(&s.id).await?;
+        }
+        // Containers created after the observation would be missed: look again.
+        let left = observe_pod(rt.as_ref(), uid).await?;
+        if !left.sandboxes.is_empty() || !left.containers.is_empty() {
+            return Err(RuntimeError::Refused {
+                op: "RemovePodSandbox",
+                message: format!("pod {full_name} still has runtime objects; retrying"),
+            });
+        }
+        for parent in mapping::cgroup_parent_candidates(&self.ctx.node, uid) {
+            if let Err(e) = remove_pod_cgroup(&self.ctx.cgroup_fs, &parent) {
+                tracing::warn!(pod = full_name, error = %e, "could not remove the pod cgroup");
+            }
+        }
+        if let Some(p) = pod {
+            remove_dirs(&self.ctx.node, p);
+        }
+        self.ctx
+            .statuses
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+        tracing::info!(pod = full_name, uid, "pod terminated and removed");
+        Ok(())
+    }
+}
+
+fn pull_key(container: &str) -> String {
+    format!("pull:{container}")
+}
+
+fn refused(e: mapping::MappingError) -> RuntimeError {
+    RuntimeError::Refused {
+        op: "mapping",
+        message: e.to_string(),
+    }
+}
+
+fn work_name(w: &PodWork) -> String {
+    match w {
+        PodWork::Sync(p) => pod::full_name(p),
+        PodWork::Terminate { full_name, .. } => full_name.clone(),
+    }
+}
+
+/// Stops running containers (in parallel, with the grace period), then
+/// every ready sandbox.
+async fn kill_all(rt: Arc<dyn Runtime>, obs: &Observation, grace: i64) -> Result<(), RuntimeError> {
+    let grace = Duration::from_secs(grace.max(0) as u64);
+    let mut set = tokio::task::JoinSet::new();
+    for c in obs
+        .containers
+        .iter()
+        .filter(|c| matches!(c.state, ContainerState::Running | ContainerState::Created))
+    {
+        let rt = rt.clone();
+        let id = c.id.clone();
+        set.spawn(async move { rt.stop_container(&id, grace).await });
+    }
+    let mut first_err = None;
+    while let Some(r) = set.join_next().await {
+        if let Ok(Err(e)) = r {
+            if !e.is_not_found() {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    for s in obs
+        .sandboxes
+        .iter()
+        .filter(|s| s.state == PodSandboxState::Ready)
+    {
+        rt.stop_pod_sandbox(&s.id).await?;
+    }
+    Ok(())
+}
+
+/// The pod's log directory and emptyDir volumes, made before the sandbox.
+fn prepare_dirs(node: &NodeContext, pod: &Pod) -> std::io::Result<()> {
+    std::fs::create_dir_all(mapping::pod_log_dir(node, pod))?;
+    let volumes = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.clone())
+        .unwrap_or_default();
+    for v in volumes.iter().filter(|v| v.empty_dir.is_some()) {
+        std::fs::create_dir_all(mapping::empty_dir_path(node, pod, &v.name))?;
+    }
+    Ok(())
+}
+
+/// Removes the pod's directory under the root dir and its logs.
+fn remove_dirs(node: &NodeContext, pod: &Pod) {
+    let pod_dir = node.root_dir.join("pods").join(pod::uid(pod));
+    for dir in [pod_dir, mapping::pod_log_dir(node, pod)] {
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(dir = %dir.display(), error = %e, "could not remove pod directory");
+            }
+        }
+    }
+}
