@@ -10,8 +10,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{ms, pod};
 use crilet::runtime::cgroup::{CGROUP_ROOT, remove_pod_cgroup};
-use crilet::runtime::labels::{ContainerLabels, PodSandboxLabels};
 use crilet::runtime::*;
 
 const STEPS: [&str; 5] = [
@@ -21,68 +23,6 @@ const STEPS: [&str; 5] = [
     "StopPodSandbox",
     "RemovePodSandbox",
 ];
-
-fn pod(i: usize, log_dir: &Path) -> (PodSandboxConfig, ContainerConfig) {
-    let name = format!("bench-{}-{i}", std::process::id());
-    let uid = format!("{:08x}-0000-4000-8000-{:012x}", std::process::id(), i);
-    let labels = PodSandboxLabels {
-        pod_name: name.clone(),
-        pod_namespace: "crilet-bench".into(),
-        pod_uid: uid.clone(),
-        pod_labels: Default::default(),
-        pod_annotations: Default::default(),
-    };
-    let sandbox = PodSandboxConfig {
-        metadata: PodSandboxMetadata {
-            name: name.clone(),
-            uid: uid.clone(),
-            namespace: "crilet-bench".into(),
-            attempt: 0,
-        },
-        log_directory: log_dir.join(&uid).to_string_lossy().into_owned(),
-        labels: labels.to_labels(),
-        annotations: labels.to_annotations(),
-        cgroup_parent: format!("/crilet-bench/pod{uid}"),
-        security: SandboxSecurity {
-            namespace_options: NamespaceOptions::for_pod(true, false, false),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let clabels = ContainerLabels {
-        pod_name: name,
-        pod_namespace: "crilet-bench".into(),
-        pod_uid: uid,
-        container_name: "main".into(),
-        hash: 1,
-        restart_count: 0,
-        termination_message_path: "/dev/termination-log".into(),
-        termination_message_policy: "File".into(),
-        termination_grace_period: Some(30),
-        deletion_grace_period: None,
-    };
-    let container = ContainerConfig {
-        metadata: ContainerMetadata {
-            name: "main".into(),
-            attempt: 0,
-        },
-        image: "docker.io/library/busybox:latest".into(),
-        command: vec!["sleep".into(), "3600".into()],
-        labels: clabels.to_labels(),
-        annotations: clabels.to_annotations(),
-        log_path: "main/0.log".into(),
-        security: Some(ContainerSecurity {
-            namespace_options: sandbox.security.namespace_options.clone(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    (sandbox, container)
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Benchmarks against a private containerd: prints min/median/max per CRI step.
-# Usage: scripts/bench.sh [ITERATIONS]   (default 20)
+# Benchmarks against a private containerd (one run, same containerd):
+#   cri_sequence  min/median/max of each raw CRI step for a one-container pod;
+#   agent_start   crilet vs the raw sequence (one pod; 50 pods), and crilet's
+#                 RSS and CPU while holding 50 pods idle.
+# Usage: scripts/bench.sh [ITERATIONS]   (default 20 for cri_sequence, 10 for agent_start)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -15,5 +18,7 @@ cleanup() {
 }
 trap cleanup EXIT
 SOCK=$(bash "$ROOT/scripts/containerd-up.sh" "$STATE")
-CRILET_BENCH_ENDPOINT="unix://$SOCK" CRILET_BENCH_ITERATIONS="${1:-20}" \
-  cargo bench --bench cri_sequence
+cargo build --release --quiet
+export CRILET_BENCH_ENDPOINT="unix://$SOCK" CRILET_BIN="$ROOT/target/release/crilet"
+CRILET_BENCH_ITERATIONS="${1:-20}" cargo bench --quiet --bench cri_sequence
+CRILET_BENCH_ITERATIONS="${1:-10}" cargo bench --quiet --bench agent_start

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: build crilet, bring up a private
-# containerd with locally built images (no network), and show what crilet
-# sees of it with `crilet runtime-info`.
-# containerd keeps running afterwards; stop it with
-#   bash scripts/containerd-down.sh /tmp/crilet-example --purge
+# containerd with locally built images (no network), and run crilet on the
+# example static pods in examples/static-pods. Shows what the runtime then
+# holds (as crictl pods / crictl ps would) and fetches the web pod's page.
+# crilet and containerd keep running afterwards; the script prints how to
+# look at them and how to stop both.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -14,6 +15,41 @@ export CTRLAB_BRIDGE=criletex0 CTRLAB_POD_CIDR=10.91.0.0/16 CTRLAB_CGROUP_ROOT=c
 say "building crilet"
 cargo build --release --quiet
 SOCK=$(bash scripts/containerd-up.sh "$STATE")
-say "crilet runtime-info --container-runtime-endpoint unix://$SOCK"
-./target/release/crilet runtime-info --container-runtime-endpoint "unix://$SOCK"
-say "containerd is still running; stop it with: bash scripts/containerd-down.sh $STATE --purge"
+EP="unix://$SOCK"
+
+# One agent per runtime: stop the one an earlier run of this script started.
+if [ -f "$STATE/crilet.pid" ] && kill -0 "$(cat "$STATE/crilet.pid")" 2>/dev/null; then
+  kill -TERM "$(cat "$STATE/crilet.pid")"; sleep 1
+fi
+say "crilet run --pod-manifest-path examples/static-pods (log: $STATE/crilet.log)"
+setsid ./target/release/crilet run \
+  --container-runtime-endpoint "$EP" \
+  --pod-manifest-path "$ROOT/examples/static-pods" \
+  --root-dir "$STATE/crilet-root" \
+  --cgroup-root /crilet \
+  </dev/null >>"$STATE/crilet.log" 2>&1 &
+echo $! >"$STATE/crilet.pid"
+
+say "waiting for the example pods"
+for _ in $(seq 150); do
+  n=$(./target/release/crilet runtime-info --container-runtime-endpoint "$EP" -o json |
+      jq '[.containers[] | select(.state == "Running")] | length')
+  [ "$n" -ge 2 ] && break
+  sleep 0.2
+done
+./target/release/crilet runtime-info --container-runtime-endpoint "$EP"
+echo
+say "GET http://127.0.0.1:8080/ (the web pod, on the node's network):"
+busybox wget -qO- http://127.0.0.1:8080/ || true
+cat >&2 <<MSG
+
+Look around:
+  tail -f $STATE/crilet.log                       # one line per decision
+  ls $STATE/crilet-root/logs/                     # container logs, <ns>_<name>_<uid>/<container>/<n>.log
+  target/release/crilet runtime-info --container-runtime-endpoint $EP
+  crictl --runtime-endpoint $EP pods              # if crictl is installed
+Edit or remove a file in examples/static-pods/ and crilet follows within a second.
+Stop everything:
+  kill \$(cat $STATE/crilet.pid)                  # crilet stops; pods keep running, as with the kubelet
+  bash scripts/containerd-down.sh $STATE --purge  # containerd, its pods and its files
+MSG

@@ -19,6 +19,36 @@ pub struct RuntimeInfo {
     pub conditions: Vec<runtime::RuntimeCondition>,
     pub image_filesystems: Vec<ImageFilesystem>,
     pub images: Vec<ImageRow>,
+    /// What `crictl pods` shows.
+    pub pod_sandboxes: Vec<SandboxRow>,
+    /// What `crictl ps -a` shows.
+    pub containers: Vec<ContainerRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxRow {
+    pub id: String,
+    pub name: String,
+    pub namespace: String,
+    pub uid: String,
+    pub attempt: u32,
+    pub state: runtime::PodSandboxState,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerRow {
+    pub id: String,
+    pub pod_sandbox_id: String,
+    pub name: String,
+    pub attempt: u32,
+    pub state: runtime::ContainerState,
+    pub image: String,
+    /// The `io.kubernetes.pod.name` label: crictl's POD column.
+    pub pod_name: String,
+    pub created_at: i64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -95,6 +125,41 @@ pub async fn gather(
             }
         })
         .collect();
+    let mut pod_sandboxes: Vec<SandboxRow> = rt
+        .list_pod_sandbox(&Default::default())
+        .await?
+        .into_iter()
+        .map(|s| SandboxRow {
+            id: s.id,
+            name: s.metadata.name,
+            namespace: s.metadata.namespace,
+            uid: s.metadata.uid,
+            attempt: s.metadata.attempt,
+            state: s.state,
+            created_at: s.created_at,
+        })
+        .collect();
+    pod_sandboxes.sort_by_key(|p| std::cmp::Reverse(p.created_at));
+    let mut containers: Vec<ContainerRow> = rt
+        .list_containers(&Default::default())
+        .await?
+        .into_iter()
+        .map(|c| ContainerRow {
+            pod_name: c
+                .labels
+                .get(runtime::labels::POD_NAME_LABEL)
+                .cloned()
+                .unwrap_or_else(|| "unknown".into()),
+            id: c.id,
+            pod_sandbox_id: c.pod_sandbox_id,
+            name: c.metadata.name,
+            attempt: c.metadata.attempt,
+            state: c.state,
+            image: c.image,
+            created_at: c.created_at,
+        })
+        .collect();
+    containers.sort_by_key(|c| std::cmp::Reverse(c.created_at));
     Ok(RuntimeInfo {
         endpoint: endpoint.to_string(),
         runtime_name: version.runtime_name,
@@ -103,6 +168,8 @@ pub async fn gather(
         conditions: status.conditions,
         image_filesystems,
         images,
+        pod_sandboxes,
+        containers,
     })
 }
 
@@ -165,7 +232,42 @@ pub fn render_table(info: &RuntimeInfo) -> String {
             tags
         );
     }
+    let _ = writeln!(
+        out,
+        "\nPOD ID          STATE     NAME                                NAMESPACE        ATTEMPT"
+    );
+    for p in &info.pod_sandboxes {
+        let _ = writeln!(
+            out,
+            "{:<15} {:<9} {:<35} {:<16} {}",
+            short_id(&p.id),
+            format!("{:?}", p.state),
+            p.name,
+            p.namespace,
+            p.attempt
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nCONTAINER       STATE     NAME                 ATTEMPT POD ID          POD"
+    );
+    for c in &info.containers {
+        let _ = writeln!(
+            out,
+            "{:<15} {:<9} {:<20} {:<7} {:<15} {}",
+            short_id(&c.id),
+            format!("{:?}", c.state),
+            c.name,
+            c.attempt,
+            short_id(&c.pod_sandbox_id),
+            c.pod_name
+        );
+    }
     out
+}
+
+fn short_id(id: &str) -> &str {
+    &id[..id.len().min(13)]
 }
 
 #[cfg(test)]
@@ -207,6 +309,51 @@ mod tests {
         let json: serde_json::Value = serde_json::to_value(&info).unwrap();
         assert_eq!(json["imageFilesystems"][0]["availableBytes"], 40 << 20);
         assert_eq!(json["conditions"][0]["type"], "RuntimeReady");
+    }
+
+    #[tokio::test]
+    async fn lists_sandboxes_and_containers_as_crictl_would() {
+        use crate::runtime::*;
+        let rt = FakeRuntime::new();
+        rt.add_image("busybox", 1);
+        let sb = PodSandboxConfig {
+            metadata: PodSandboxMetadata {
+                name: "web-node1".into(),
+                uid: "u1".into(),
+                namespace: "default".into(),
+                attempt: 2,
+            },
+            ..Default::default()
+        };
+        let id = rt.run_pod_sandbox(&sb).await.unwrap();
+        let c = ContainerConfig {
+            metadata: ContainerMetadata {
+                name: "httpd".into(),
+                attempt: 1,
+            },
+            image: "busybox".into(),
+            labels: Labels::from([(labels::POD_NAME_LABEL.to_string(), "web-node1".to_string())]),
+            ..Default::default()
+        };
+        rt.create_container(&id, &c, &sb).await.unwrap();
+        let info = gather(&rt, "unix:///x.sock", &FixedDisk).await.unwrap();
+        assert_eq!(info.pod_sandboxes.len(), 1);
+        assert_eq!(info.pod_sandboxes[0].attempt, 2);
+        assert_eq!(info.containers[0].pod_name, "web-node1");
+        let table = render_table(&info);
+        let row = table
+            .lines()
+            .find(|l| l.contains("web-node1") && l.contains("Ready"))
+            .unwrap();
+        assert!(
+            row.contains("default") && row.trim_end().ends_with('2'),
+            "{row}"
+        );
+        let row = table.lines().find(|l| l.contains("httpd")).unwrap();
+        assert!(
+            row.contains("Created") && row.ends_with("web-node1"),
+            "{row}"
+        );
     }
 
     #[tokio::test]

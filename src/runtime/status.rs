@@ -12,7 +12,7 @@
 //! containers) and pod-level resources in the QoS class.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{
@@ -23,6 +23,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::labels::{CONTAINER_RESTART_COUNT_ANNOTATION, ContainerLabels};
+use super::mapping::qos_class;
 use super::plan::RestartPolicy;
 use super::types::{ContainerState, ContainerStatus};
 
@@ -97,7 +98,7 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
         pod_ip: non_empty(pod_ip),
         pod_ips: non_empty(pod_ip).map(|ip| vec![PodIP { ip }]),
         start_time: Some(Time(seconds(input.start_time))),
-        qos_class: Some(qos_class(input.pod).to_string()),
+        qos_class: Some(qos_class(input.pod).as_str().to_string()),
         init_container_statuses: (!inits.is_empty()).then_some(init),
         container_statuses: Some(app),
         ..PodStatus::default()
@@ -461,98 +462,6 @@ fn cond(kind: &str, status: bool, reason: Option<&str>, message: Option<String>)
         message,
         ..PodCondition::default()
     }
-}
-
-/// The QoS class (`ComputePodQOS`) over cpu and memory of init and app
-/// containers. A limit without a request counts as a request of the same
-/// amount (API defaulting); zero or unparsable amounts count as absent.
-pub fn qos_class(pod: &Pod) -> &'static str {
-    let (inits, apps, _) = spec_of(pod);
-    let mut requests: BTreeMap<&str, i128> = BTreeMap::new();
-    let mut limits: BTreeMap<&str, i128> = BTreeMap::new();
-    let mut guaranteed = true;
-    for c in apps.iter().chain(inits) {
-        let res = c.resources.as_ref();
-        for name in ["cpu", "memory"] {
-            let amount = |m: Option<&BTreeMap<String, _>>| m?.get(name).map(quantity);
-            let limit = amount(res.and_then(|r| r.limits.as_ref())).flatten();
-            let request = amount(res.and_then(|r| r.requests.as_ref())).unwrap_or(limit);
-            if let Some(r) = request.filter(|r| *r > 0) {
-                let sum = requests.entry(name).or_default();
-                *sum = sum.saturating_add(r);
-            }
-            match limit.filter(|l| *l > 0) {
-                Some(l) => {
-                    let sum = limits.entry(name).or_default();
-                    *sum = sum.saturating_add(l);
-                }
-                None => guaranteed = false,
-            }
-        }
-    }
-    if requests.is_empty() && limits.is_empty() {
-        "BestEffort"
-    } else if guaranteed && requests == limits {
-        "Guaranteed"
-    } else {
-        "Burstable"
-    }
-}
-
-/// A resource quantity ("100m", "1.5", "128Mi", "1e3", "2G") in billionths
-/// of a unit, rounded up; `None` when it cannot be read or overflows.
-fn quantity(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity) -> Option<i128> {
-    let text = q.0.trim();
-    let (negative, text) = match text.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, text.strip_prefix('+').unwrap_or(text)),
-    };
-    let end = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(text.len());
-    let (number, suffix) = text.split_at(end);
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    let digits = format!("{whole}{fraction}");
-    if digits.is_empty() || digits.len() > 30 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    // (suffix, power of two, power of ten); otherwise an exponent "e3".
-    #[rustfmt::skip]
-    const SUFFIXES: [(&str, u32, i32); 16] = [
-        ("Ki", 10, 0),
-        ("Mi", 20, 0),
-        ("Gi", 30, 0),
-        ("Ti", 40, 0),
-        ("Pi", 50, 0),
-        ("Ei", 60, 0),
-        ("n", 0, -9),
-        ("u", 0, -6),
-        ("m", 0, -3),
-        ("", 0, 0),
-        ("k", 0, 3),
-        ("M", 0, 6),
-        ("G", 0, 9),
-        ("T", 0, 12),
-        ("P", 0, 15),
-        ("E", 0, 18),
-    ];
-    let (shift, exp10) = match SUFFIXES.iter().find(|s| s.0 == suffix) {
-        Some(&(_, shift, exp10)) => (shift, exp10),
-        None => (0, suffix.strip_prefix(['e', 'E'])?.parse::<i32>().ok()?),
-    };
-    let mut value = digits.parse::<i128>().ok()?.checked_mul(1i128 << shift)?;
-    let exp = exp10
-        .checked_add(9)?
-        .checked_sub(i32::try_from(fraction.len()).ok()?)?;
-    if exp >= 0 {
-        value = value.checked_mul(10i128.checked_pow(exp.unsigned_abs())?)?;
-    } else {
-        let divisor = 10i128.checked_pow(exp.unsigned_abs());
-        value = divisor.map_or(i128::from(value > 0), |d| {
-            value / d + i128::from(value % d != 0)
-        });
-    }
-    Some(if negative { -value } else { value })
 }
 
 #[cfg(test)]
@@ -1349,7 +1258,7 @@ mod tests {
         let p: Pod =
             serde_json::from_value(json!({"spec": {"containers": apps, "initContainers": inits}}))
                 .unwrap();
-        qos_class(&p)
+        qos_class(&p).as_str()
     }
 
     fn res(requests: serde_json::Value, limits: serde_json::Value) -> serde_json::Value {
@@ -1434,40 +1343,6 @@ mod tests {
         ];
         for (what, apps, inits, want) in cases {
             assert_eq!(qos(apps, inits), want, "{what}");
-        }
-    }
-
-    #[test]
-    fn quantities() {
-        let q = |s: &str| {
-            quantity(&k8s_openapi::apimachinery::pkg::api::resource::Quantity(
-                s.into(),
-            ))
-        };
-        let cases = [
-            ("1", Some(1_000_000_000)),
-            ("100m", Some(100_000_000)),
-            ("0.1", Some(100_000_000)),
-            (".5", Some(500_000_000)),
-            ("1Ki", Some(1024 * 1_000_000_000)),
-            ("1.5Gi", Some(1_610_612_736 * 1_000_000_000)),
-            ("2k", Some(2_000 * 1_000_000_000)),
-            ("1e3", Some(1_000 * 1_000_000_000)),
-            ("1E", Some(1_000_000_000_000_000_000 * 1_000_000_000)),
-            ("5n", Some(5)),
-            ("1.5n", Some(2)),
-            ("1e-12", Some(1)),
-            ("-1", Some(-1_000_000_000)),
-            ("+2", Some(2_000_000_000)),
-            ("", None),
-            ("m", None),
-            ("1Xi", None),
-            ("1.2.3", None),
-            ("1e99", None),
-            ("1e999999999999", None),
-        ];
-        for (text, want) in cases {
-            assert_eq!(q(text), want, "{text:?}");
         }
     }
 
