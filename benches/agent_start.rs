@@ -4,6 +4,7 @@
 //!   2. 50 manifests written at once → all running, vs the raw sequence for
 //!      50 pods run 4-wide;
 //!   3. crilet's RSS and CPU while it holds those 50 pods idle for 30 s.
+//!
 //! Prints the figures; asserts nothing (the machines are shared and noisy).
 //!
 //! Run by `bash scripts/bench.sh`, which builds the release binary and sets
