@@ -34,7 +34,7 @@ pub const FILE_SOURCE_NAME: &str = "file";
 /// The kubelet's `--file-check-frequency` default.
 pub const DEFAULT_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
 /// Editors write a file in several steps; one re-list after the burst.
-const DEBOUNCE: Duration = Duration::from_millis(100);
+const DEBOUNCE: Duration = Duration::from_millis(20);
 
 #[derive(Debug, Clone)]
 pub struct FileSourceConfig {

@@ -80,8 +80,16 @@ fn describe_status(status: &tonic::Status) -> String {
             line.push_str(&root);
         }
     }
-    if line.contains("h2 protocol error") || line.contains("invalid HTTP") {
+    // A peer that is not a gRPC server either answers garbage to the HTTP/2
+    // preface or hangs up on it, depending on timing: say so in both cases.
+    let lower = line.to_lowercase();
+    if lower.contains("h2 protocol error") || lower.contains("invalid http") {
         line.push_str(" (the endpoint does not speak gRPC; is it a CRI runtime socket?)");
+    } else if ["broken pipe", "connection reset", "connection closed"]
+        .iter()
+        .any(|s| lower.contains(s))
+    {
+        line.push_str(" (the endpoint hung up; is it a CRI runtime socket?)");
     }
     line
 }
@@ -119,6 +127,39 @@ mod tests {
             "Status on unix:///x: Unavailable: transport error: refused here"
         );
         assert_eq!(err.code(), tonic::Code::Unavailable);
+    }
+
+    #[test]
+    fn a_peer_that_is_not_grpc_gets_a_hint() {
+        for (message, hint) in [
+            (
+                "h2 protocol error: frame with invalid size",
+                "does not speak gRPC",
+            ),
+            (
+                "transport error: stream closed because of a broken pipe",
+                "hung up",
+            ),
+            ("transport error: Connection reset by peer", "hung up"),
+            ("operation was canceled: connection closed", "hung up"),
+        ] {
+            let err = RuntimeError::Rpc {
+                endpoint: "unix:///x".into(),
+                op: "Version",
+                status: tonic::Status::unknown(message),
+            };
+            let text = err.to_string();
+            assert!(
+                text.contains(hint) && text.ends_with("is it a CRI runtime socket?)"),
+                "{text}"
+            );
+        }
+        let plain = RuntimeError::Rpc {
+            endpoint: "unix:///x".into(),
+            op: "Version",
+            status: tonic::Status::not_found("no such sandbox"),
+        };
+        assert!(!plain.to_string().contains("CRI runtime socket"));
     }
 
     #[test]

@@ -124,6 +124,15 @@ pub fn desired_pod(pod: &Pod) -> DesiredPod {
     }
 }
 
+/// The sandbox a sync starts containers in: the ready one it observed, or
+/// the one it just created. The pod IP is read once, when first needed.
+#[derive(Debug, Clone, Default)]
+struct CurrentSandbox {
+    id: String,
+    attempt: u32,
+    ip: Option<String>,
+}
+
 struct Worker {
     ctx: Arc<WorkerContext>,
     backoff: BackOff,
@@ -225,9 +234,19 @@ impl Worker {
                 },
             );
         }
+        let mut current = obs
+            .sandboxes
+            .iter()
+            .filter(|s| s.state == PodSandboxState::Ready)
+            .max_by_key(|s| (s.metadata.attempt, s.created_at))
+            .map(|s| CurrentSandbox {
+                id: s.id.clone(),
+                attempt: s.metadata.attempt,
+                ip: None,
+            });
         for action in &planned.actions {
             tracing::info!(pod = %pod::full_name(pod), uid, ?action, "pod action");
-            if let Err(e) = self.act(pod, &obs, action).await {
+            if let Err(e) = self.act(pod, &obs, &mut current, action).await {
                 result = Err(e);
                 break;
             }
@@ -253,12 +272,14 @@ impl Worker {
         &mut self,
         pod: &Pod,
         obs: &Observation,
+        current: &mut Option<CurrentSandbox>,
         action: &Action,
     ) -> Result<(), RuntimeError> {
         let rt = self.ctx.runtime.clone();
         match action {
             Action::KillPod { reason } => {
                 tracing::info!(pod = %pod::full_name(pod), reason, "killing pod");
+                *current = None;
                 kill_all(rt, obs, mapping::termination_grace_period(pod)).await
             }
             Action::RemoveSandbox { id } => rt.remove_pod_sandbox(id).await,
@@ -268,7 +289,15 @@ impl Worker {
                     Duration::from_secs(mapping::termination_grace_period(pod).max(0) as u64);
                 rt.stop_container(id, grace).await
             }
-            Action::CreateSandbox { attempt } => self.create_sandbox(pod, *attempt).await,
+            Action::CreateSandbox { attempt } => {
+                let id = self.create_sandbox(pod, *attempt).await?;
+                *current = Some(CurrentSandbox {
+                    id,
+                    attempt: *attempt,
+                    ip: None,
+                });
+                Ok(())
+            }
             Action::StartContainer {
                 kind,
                 name,
@@ -276,13 +305,24 @@ impl Worker {
                 restart_count,
                 restart,
             } => {
-                self.start_container(pod, *kind, name, *attempt, *restart_count, *restart)
-                    .await
+                let Some(sandbox) = current.as_mut() else {
+                    return Ok(()); // the plan only starts containers in a ready sandbox
+                };
+                self.start_container(
+                    pod,
+                    sandbox,
+                    *kind,
+                    name,
+                    *attempt,
+                    *restart_count,
+                    *restart,
+                )
+                .await
             }
         }
     }
 
-    async fn create_sandbox(&mut self, pod: &Pod, attempt: u32) -> Result<(), RuntimeError> {
+    async fn create_sandbox(&mut self, pod: &Pod, attempt: u32) -> Result<String, RuntimeError> {
         let rt = self.ctx.runtime.clone();
         let config = mapping::sandbox_config(&self.ctx.node, pod, attempt).map_err(refused)?;
         prepare_dirs(&self.ctx.node, pod).map_err(|e| RuntimeError::Refused {
@@ -290,7 +330,7 @@ impl Worker {
             message: e.to_string(),
         })?;
         match rt.run_pod_sandbox(&config).await {
-            Ok(_) => Ok(()),
+            Ok(id) => Ok(id),
             Err(e) => {
                 // A failed run can leave a NOTREADY sandbox that holds the
                 // name of this attempt: clear it so the retry can use it.
@@ -316,9 +356,11 @@ impl Worker {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn start_container(
         &mut self,
         pod: &Pod,
+        sandbox: &mut CurrentSandbox,
         kind: ContainerKind,
         name: &str,
         attempt: u32,
@@ -334,18 +376,17 @@ impl Worker {
         let Some(container) = list.into_iter().find(|c| c.name == name) else {
             return Ok(());
         };
-        // The current sandbox: the plan only starts containers in a ready one.
-        let sandboxes = observe_pod(rt.as_ref(), pod::uid(pod)).await?.sandboxes;
-        let Some(sandbox) = sandboxes
-            .iter()
-            .filter(|s| s.state == PodSandboxState::Ready)
-            .max_by_key(|s| (s.metadata.attempt, s.created_at))
-        else {
-            return Ok(());
+        // The same config the sandbox was run with (containerd needs it whole).
+        let sandbox_config =
+            mapping::sandbox_config(&self.ctx.node, pod, sandbox.attempt).map_err(refused)?;
+        let pod_ip = match &sandbox.ip {
+            Some(ip) => ip.clone(),
+            None => {
+                let ip = rt.pod_sandbox_status(&sandbox.id).await?.ip;
+                sandbox.ip = Some(ip.clone());
+                ip
+            }
         };
-        let sandbox_config = mapping::sandbox_config(&self.ctx.node, pod, sandbox.metadata.attempt)
-            .map_err(refused)?;
-        let pod_ip = rt.pod_sandbox_status(&sandbox.id).await?.ip;
         let now = now_nanos();
         if let Err((reason, message)) = self.ensure_image(&container, &sandbox_config, now).await {
             self.waiting.insert(
