@@ -217,8 +217,9 @@ fn manifest_error(path: &Path, message: String) -> ManifestError {
 /// `check_frequency` tick, sending a SET whenever the pods changed. Returns
 /// when `cancel` fires or the receiver is gone.
 pub async fn run(config: FileSourceConfig, tx: mpsc::Sender<SourceSet>, cancel: CancellationToken) {
-    // Capacity one: a pending wake-up already means "re-list".
-    let (wake_tx, mut wake_rx) = mpsc::channel::<()>(1);
+    // Pending wake-ups all mean "re-list"; a few slots keep an urgent one
+    // from being dropped behind a stream of writes.
+    let (wake_tx, mut wake_rx) = mpsc::channel::<Urgency>(16);
     let mut watch = Watch::new(config.path.clone(), wake_tx);
     let mut ticker = tokio::time::interval(config.check_frequency);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -256,12 +257,18 @@ pub async fn run(config: FileSourceConfig, tx: mpsc::Sender<SourceSet>, cancel: 
             biased;
             _ = cancel.cancelled() => return,
             _ = ticker.tick() => {}
-            Some(()) = wake_rx.recv() => {
-                tokio::select! {
-                    _ = cancel.cancelled() => return,
-                    _ = tokio::time::sleep(DEBOUNCE) => {}
+            Some(first) = wake_rx.recv() => {
+                let mut urgent = first == Urgency::Now;
+                while let Ok(u) = wake_rx.try_recv() {
+                    urgent |= u == Urgency::Now;
                 }
-                while wake_rx.try_recv().is_ok() {}
+                if !urgent {
+                    tokio::select! {
+                        _ = cancel.cancelled() => return,
+                        _ = tokio::time::sleep(DEBOUNCE) => {}
+                    }
+                    while wake_rx.try_recv().is_ok() {}
+                }
             }
         }
     }
@@ -322,14 +329,14 @@ fn error_texts(errors: &[ManifestError]) -> BTreeMap<String, String> {
 /// a watch on a deleted directory reports nothing for its successor.
 struct Watch {
     path: PathBuf,
-    wake: mpsc::Sender<()>,
+    wake: mpsc::Sender<Urgency>,
     /// The watcher and the (dev, inode) of the directory it watches.
     current: Option<(RecommendedWatcher, (u64, u64))>,
     last_error: Option<String>,
 }
 
 impl Watch {
-    fn new(path: PathBuf, wake: mpsc::Sender<()>) -> Self {
+    fn new(path: PathBuf, wake: mpsc::Sender<Urgency>) -> Self {
         Watch {
             path,
             wake,
@@ -385,9 +392,11 @@ impl Watch {
         let wake = self.wake.clone();
         let mut watcher =
             notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
-                Ok(event) if !relevant(&event, only.as_deref()) => {}
-                Ok(_) => {
-                    let _ = wake.try_send(());
+                Ok(event) => {
+                    if let Some(urgency) = relevance(&event, only.as_deref()) {
+                        // Full means a re-read is pending already.
+                        let _ = wake.try_send(urgency);
+                    }
                 }
                 Err(e) => warn!(error = %e, "manifest watch error; the periodic re-list continues"),
             })?;
@@ -396,20 +405,36 @@ impl Watch {
     }
 }
 
+/// How soon a watch event should lead to a re-read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Urgency {
+    /// The change is complete (written and closed, renamed in, removed):
+    /// read now, so a new manifest starts without delay.
+    Now,
+    /// A file is being created or written: its close (or the periodic
+    /// re-list) follows; wait DEBOUNCE so a half-written file is not read.
+    Soon,
+}
+
 /// Opening and reading files, our own re-lists included, are not changes;
 /// a close after writing is. `only` is the file name that matters when the
 /// watch is on a single manifest's parent directory.
-fn relevant(event: &notify::Event, only: Option<&OsStr>) -> bool {
-    if let EventKind::Access(access) = event.kind {
-        if access != AccessKind::Close(AccessMode::Write) {
-            return false;
-        }
-    }
+fn relevance(event: &notify::Event, only: Option<&OsStr>) -> Option<Urgency> {
+    use notify::event::ModifyKind;
+    let urgency = match event.kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => Urgency::Now,
+        EventKind::Access(_) => return None,
+        EventKind::Create(_) | EventKind::Modify(ModifyKind::Data(_)) => Urgency::Soon,
+        _ => Urgency::Now,
+    };
     match only {
-        Some(name) => {
-            event.paths.is_empty() || event.paths.iter().any(|p| p.file_name() == Some(name))
+        Some(name)
+            if !event.paths.is_empty()
+                && !event.paths.iter().any(|p| p.file_name() == Some(name)) =>
+        {
+            None
         }
-        None => true,
+        _ => Some(urgency),
     }
 }
 
@@ -690,13 +715,25 @@ mod tests {
         let close_write = EventKind::Access(AccessKind::Close(AccessMode::Write));
         let create = EventKind::Create(CreateKind::File);
         let modify = EventKind::Modify(ModifyKind::Any);
+        let data = EventKind::Modify(ModifyKind::Data(notify::event::DataChange::Any));
+        let renamed = EventKind::Modify(ModifyKind::Name(notify::event::RenameMode::To));
+        let removed = EventKind::Remove(notify::event::RemoveKind::File);
         let web = Some(OsStr::new("web.yaml"));
-        assert!(!relevant(&event(open, "/m/a"), None));
-        assert!(!relevant(&event(close_read, "/m/a"), None));
-        assert!(relevant(&event(close_write, "/m/a"), None));
-        assert!(relevant(&event(create, "/m/a"), None));
-        assert!(relevant(&event(modify, "/etc/web.yaml"), web));
-        assert!(!relevant(&event(modify, "/etc/hosts"), web));
+        assert_eq!(relevance(&event(open, "/m/a"), None), None);
+        assert_eq!(relevance(&event(close_read, "/m/a"), None), None);
+        assert_eq!(
+            relevance(&event(close_write, "/m/a"), None),
+            Some(Urgency::Now)
+        );
+        assert_eq!(relevance(&event(renamed, "/m/a"), None), Some(Urgency::Now));
+        assert_eq!(relevance(&event(removed, "/m/a"), None), Some(Urgency::Now));
+        assert_eq!(relevance(&event(create, "/m/a"), None), Some(Urgency::Soon));
+        assert_eq!(relevance(&event(data, "/m/a"), None), Some(Urgency::Soon));
+        assert_eq!(
+            relevance(&event(modify, "/etc/web.yaml"), web),
+            Some(Urgency::Now)
+        );
+        assert_eq!(relevance(&event(modify, "/etc/hosts"), web), None);
     }
 
     // The tests below drive `run` on a real directory with real inotify, so

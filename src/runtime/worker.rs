@@ -537,8 +537,13 @@ impl Worker {
             previous: self.previous.as_ref(),
             now: jiff::Timestamp::now(),
         });
-        if self.previous.as_ref() != Some(&status) {
-            tracing::debug!(pod = %pod::full_name(pod), phase = ?status.phase, "pod status changed");
+        let phase = |s: Option<&PodStatus>| s.and_then(|s| s.phase.clone()).unwrap_or_default();
+        let (was, now) = (phase(self.previous.as_ref()), phase(Some(&status)));
+        if was != now {
+            // The operator's view of a pod's life: one line per phase change.
+            tracing::info!(pod = %pod::full_name(pod), uid = pod::uid(pod), from = %was, to = %now, "pod phase");
+        } else if self.previous.as_ref() != Some(&status) {
+            tracing::debug!(pod = %pod::full_name(pod), "pod status changed");
         }
         self.ctx
             .statuses
