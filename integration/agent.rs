@@ -353,6 +353,18 @@ async fn manifest_added_edited_removed() {
         cgroup_left(&first_uid).is_empty(),
         "old pod cgroup left behind"
     );
+    // Two pods of one full name never run at once: the new sandbox is made
+    // only after the old pod has terminated (host ports, lock files).
+    let logs = agent.logs();
+    let line_of = |needle: &str, uid: &str| {
+        logs.lines()
+            .position(|l| l.contains(needle) && l.contains(uid))
+            .unwrap_or_else(|| panic!("no {needle:?} line for {uid}:\n{logs}"))
+    };
+    assert!(
+        line_of("pod terminated and removed", &first_uid) < line_of("CreateSandbox", &second_uid),
+        "the edited pod started before the old one was gone:\n{logs}"
+    );
 
     // Removed: nothing left, cgroup included.
     agent.remove("web.yaml");

@@ -9,7 +9,7 @@
 pub mod config;
 pub mod node;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,7 +82,8 @@ impl Agent {
             config: PodConfig::new(sources.iter().copied()),
             manager: PodManager::new(),
             workers: HashMap::new(),
-            terminating: HashSet::new(),
+            terminating: HashMap::new(),
+            waiting_for_name: HashMap::new(),
             last_relist: BTreeMap::new(),
             relist_failing: false,
             ctx,
@@ -104,8 +105,12 @@ struct SyncLoop {
     config: PodConfig,
     manager: PodManager,
     workers: HashMap<String, WorkerHandle>,
-    /// UIDs whose worker is terminating them.
-    terminating: HashSet<String>,
+    /// UIDs whose worker is terminating them, with their full names.
+    terminating: HashMap<String, String>,
+    /// Pods held back until the pod of the same full name has terminated
+    /// (an edited manifest): full name → UID. Two pods of one name never run
+    /// at once, so a host port or a lock file is free when the new one starts.
+    waiting_for_name: HashMap<String, String>,
     last_relist: BTreeMap<String, RuntimePodSummary>,
     relist_failing: bool,
     ctx: Arc<WorkerContext>,
@@ -146,35 +151,57 @@ impl SyncLoop {
         for r in &changes.rejected {
             tracing::error!(origin = %r.origin, pod = %r.full_name, kept = %r.kept_origin, "pod is already defined by another manifest; ignoring this one");
         }
-        for p in changes.adds.into_iter().chain(changes.updates) {
-            tracing::info!(pod = %pod::full_name(&p), uid = pod::uid(&p), "pod added or updated");
-            self.manager.add_pod(p.clone());
-            let p = Arc::new(p);
-            self.dispatch(pod::uid(&p).to_string(), PodWork::Sync(p));
-        }
+        // Removes first: an edited manifest is a remove and an add of the
+        // same full name, and the add must wait for the remove.
         for p in changes.removes {
             tracing::info!(pod = %pod::full_name(&p), uid = pod::uid(&p), "pod removed from its source");
             self.manager.remove_pod(&p);
             let uid = pod::uid(&p).to_string();
-            self.terminating.insert(uid.clone());
+            let full_name = pod::full_name(&p);
+            self.terminating.insert(uid.clone(), full_name.clone());
             self.dispatch(
                 uid.clone(),
                 PodWork::Terminate {
                     uid,
-                    full_name: pod::full_name(&p),
+                    full_name,
                     pod: Some(Arc::new(p)),
                 },
             );
+        }
+        for p in changes.adds.into_iter().chain(changes.updates) {
+            tracing::info!(pod = %pod::full_name(&p), uid = pod::uid(&p), "pod added or updated");
+            self.manager.add_pod(p.clone());
+            let (uid, full_name) = (pod::uid(&p).to_string(), pod::full_name(&p));
+            if self
+                .terminating
+                .iter()
+                .any(|(u, n)| *n == full_name && *u != uid)
+            {
+                tracing::info!(pod = %full_name, uid, "waiting for the previous pod of this name to terminate");
+                self.waiting_for_name.insert(full_name, uid);
+                continue;
+            }
+            self.dispatch(uid, PodWork::Sync(Arc::new(p)));
         }
         let _ = self.pods_tx.send(Arc::new(self.manager.clone()));
     }
 
     fn handle_done(&mut self, d: WorkerDone) {
         self.workers.remove(&d.uid);
-        self.terminating.remove(&d.uid);
+        let full_name = self.terminating.remove(&d.uid);
         // Re-added while it was being terminated: run it again.
         if let Some(p) = self.manager.get_pod_by_uid(&d.uid) {
             self.dispatch(d.uid.clone(), PodWork::Sync(Arc::new((*p).clone())));
+        }
+        // A pod that waited for this name may start now.
+        let Some(name) = full_name else { return };
+        if self.terminating.values().any(|n| *n == name) {
+            return;
+        }
+        if let Some(uid) = self.waiting_for_name.remove(&name) {
+            if let Some(p) = self.manager.get_pod_by_uid(&uid) {
+                self.dispatch(uid, PodWork::Sync(Arc::new((*p).clone())));
+            }
         }
     }
 
@@ -219,9 +246,10 @@ impl SyncLoop {
                 continue;
             }
             let wanted = self.manager.get_pod_by_uid(uid).is_some();
-            if !wanted && self.config.all_sources_seen() && !self.terminating.contains(uid) {
+            if !wanted && self.config.all_sources_seen() && !self.terminating.contains_key(uid) {
                 tracing::info!(uid, pod = %summary.full_name, "runtime pod that no source wants; removing it");
-                self.terminating.insert(uid.clone());
+                self.terminating
+                    .insert(uid.clone(), summary.full_name.clone());
                 self.dispatch(
                     uid.clone(),
                     PodWork::Terminate {
