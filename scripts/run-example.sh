@@ -30,11 +30,14 @@ setsid ./target/release/crilet run \
   </dev/null >>"$STATE/crilet.log" 2>&1 &
 echo $! >"$STATE/crilet.pid"
 
-say "waiting for the example pods"
+say "waiting for the example pods (their app containers httpd and main)"
+running_apps() {
+  ./target/release/crilet runtime-info --container-runtime-endpoint "$EP" -o json 2>/dev/null |
+    jq '[.containers[] | select(.state == "Running" and (.name == "httpd" or .name == "main"))] | length' ||
+    echo 0
+}
 for _ in $(seq 150); do
-  n=$(./target/release/crilet runtime-info --container-runtime-endpoint "$EP" -o json |
-      jq '[.containers[] | select(.state == "Running")] | length')
-  [ "$n" -ge 2 ] && break
+  [ "$(running_apps)" -ge 2 ] && break
   sleep 0.2
 done
 ./target/release/crilet runtime-info --container-runtime-endpoint "$EP"
