@@ -1,0 +1,235 @@
+//! Container environment and mounts: `$(VAR)` expansion, env values and
+//! the downward API, hostPath and emptyDir mounts. Part of `mapping`.
+//!
+//! Invariant: pure, like the rest of the mapping.
+
+use super::*;
+
+/// The kubelet's `$(VAR)` expansion: a defined variable is replaced, `$$`
+/// is a literal `$` (so `$$(VAR)` gives `$(VAR)`), anything else is kept.
+pub(super) fn expand(input: &str, vars: &[(String, String)]) -> String {
+    let mut out = String::with_capacity(input.len());
+    let mut rest = input;
+    while let Some(pos) = rest.find('$') {
+        out.push_str(&rest[..pos]);
+        let after = &rest[pos + 1..];
+        rest = match after.chars().next() {
+            Some('$') => {
+                out.push('$');
+                &after[1..]
+            }
+            Some('(') => match after.find(')') {
+                Some(end) => {
+                    let var = &after[1..end];
+                    match vars.iter().rev().find(|(n, _)| n == var) {
+                        Some((_, value)) => out.push_str(value),
+                        None => {
+                            out.push_str("$(");
+                            out.push_str(var);
+                            out.push(')');
+                        }
+                    }
+                    &after[end + 1..]
+                }
+                None => {
+                    out.push_str("$(");
+                    &after[1..]
+                }
+            },
+            _ => {
+                out.push('$');
+                after
+            }
+        };
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The container's env in spec order (a repeated name keeps its first slot,
+/// last value wins); literal values are expanded against earlier entries.
+pub(super) fn environment(
+    ctx: &NodeContext,
+    pod: &Pod,
+    c: &Container,
+    pod_ip: &str,
+    field: &str,
+) -> Result<Vec<(String, String)>, MappingError> {
+    if c.env_from.as_ref().is_some_and(|e| !e.is_empty()) {
+        return Err(unsupported(
+            pod,
+            format!("{field}.envFrom"),
+            "needs ConfigMaps or Secrets from the API server",
+        ));
+    }
+    let mut out: Vec<(String, String)> = Vec::new();
+    for var in c.env.iter().flatten() {
+        let value = match (&var.value_from, non_empty(&var.value)) {
+            (Some(src), None) => {
+                let field = format!("{field}.env{{{}}}.valueFrom", var.name);
+                value_from(ctx, pod, src, pod_ip, &field)?
+            }
+            (_, value) => expand(value.unwrap_or(""), &out),
+        };
+        match out.iter_mut().find(|(n, _)| *n == var.name) {
+            Some(slot) => slot.1 = value,
+            None => out.push((var.name.clone(), value)),
+        }
+    }
+    Ok(out)
+}
+
+pub(super) fn value_from(
+    ctx: &NodeContext,
+    pod: &Pod,
+    src: &EnvVarSource,
+    pod_ip: &str,
+    field: &str,
+) -> Result<String, MappingError> {
+    let no_api = "static pods cannot read objects from the API server";
+    if src.config_map_key_ref.is_some() {
+        return Err(unsupported(pod, format!("{field}.configMapKeyRef"), no_api));
+    }
+    if src.secret_key_ref.is_some() {
+        return Err(unsupported(pod, format!("{field}.secretKeyRef"), no_api));
+    }
+    if src.resource_field_ref.is_some() {
+        return Err(unsupported(
+            pod,
+            format!("{field}.resourceFieldRef"),
+            "not implemented",
+        ));
+    }
+    let Some(path) = src.field_ref.as_ref().map(|f| f.field_path.as_str()) else {
+        return Err(invalid(pod, field, "", "no source set"));
+    };
+    let spec = spec(pod);
+    let subscript = |prefix: &str| {
+        let key = path
+            .strip_prefix(prefix)?
+            .strip_prefix("['")?
+            .strip_suffix("']")?;
+        Some(key.to_owned())
+    };
+    let map_value = |map: &Option<BTreeMap<String, String>>, key: String| {
+        map.as_ref()
+            .and_then(|m| m.get(&key))
+            .cloned()
+            .unwrap_or_default()
+    };
+    Ok(match path {
+        "metadata.name" => name(pod).to_owned(),
+        "metadata.namespace" => namespace(pod).to_owned(),
+        "metadata.uid" => uid(pod).to_owned(),
+        "spec.nodeName" => non_empty(&spec.node_name)
+            .unwrap_or(&ctx.node_name)
+            .to_owned(),
+        "spec.serviceAccountName" => spec.service_account_name.clone().unwrap_or_default(),
+        "status.podIP" | "status.podIPs" => pod_ip.to_owned(),
+        "status.hostIP" | "status.hostIPs" => ctx.host_ip.clone(),
+        _ => match (
+            subscript("metadata.labels"),
+            subscript("metadata.annotations"),
+        ) {
+            (Some(key), _) => map_value(&pod.metadata.labels, key),
+            (_, Some(key)) => map_value(&pod.metadata.annotations, key),
+            _ => {
+                return Err(unsupported(
+                    pod,
+                    format!("{field}.fieldRef"),
+                    format!("fieldPath {path:?}"),
+                ));
+            }
+        },
+    })
+}
+
+/// hostPath and emptyDir volumes (a volume with no source is an emptyDir,
+/// as API defaulting makes it); subPath/subPathExpr are joined after the
+/// kubelet's checks (relative, no "..").
+pub(super) fn mounts(
+    ctx: &NodeContext,
+    pod: &Pod,
+    c: &Container,
+    envs: &[(String, String)],
+    privileged: bool,
+    field: &str,
+) -> Result<Vec<Mount>, MappingError> {
+    let volumes = spec(pod).volumes.iter().flatten();
+    let mut out = Vec::new();
+    for vm in c.volume_mounts.iter().flatten() {
+        let field = format!("{field}.volumeMounts{{{}}}", vm.name);
+        let Some(volume) = volumes.clone().find(|v| v.name == vm.name) else {
+            return Err(invalid(
+                pod,
+                format!("{field}.name"),
+                &vm.name,
+                "no such volume in spec.volumes",
+            ));
+        };
+        let kinds = match serde_json::to_value(volume) {
+            Ok(serde_json::Value::Object(map)) => map
+                .into_iter()
+                .map(|(k, _)| k)
+                .filter(|k| k != "name")
+                .collect(),
+            _ => Vec::new(),
+        };
+        let base = if let Some(host) = &volume.host_path {
+            PathBuf::from(&host.path)
+        } else if volume.empty_dir.is_some() || kinds.is_empty() {
+            empty_dir_path(ctx, pod, &volume.name)
+        } else {
+            let detail = format!(
+                "volume kind {} (only hostPath and emptyDir)",
+                kinds.join(", ")
+            );
+            return Err(unsupported(
+                pod,
+                format!("spec.volumes{{{}}}", volume.name),
+                detail,
+            ));
+        };
+        let sub = match (non_empty(&vm.sub_path), non_empty(&vm.sub_path_expr)) {
+            (Some(p), _) => p.to_owned(),
+            (None, Some(e)) => expand(e, envs),
+            (None, None) => String::new(),
+        };
+        let sub_path = Path::new(&sub);
+        if sub_path.is_absolute() || sub_path.components().any(|c| c == Component::ParentDir) {
+            return Err(invalid(
+                pod,
+                format!("{field}.subPath"),
+                &sub,
+                "must be relative and not contain '..'",
+            ));
+        }
+        let propagation = match vm.mount_propagation.as_deref() {
+            None | Some("None") => MountPropagation::Private,
+            Some("HostToContainer") => MountPropagation::HostToContainer,
+            Some("Bidirectional") if privileged => MountPropagation::Bidirectional,
+            Some(other) => {
+                let reason = "expected None, HostToContainer or (privileged only) Bidirectional";
+                return Err(invalid(
+                    pod,
+                    format!("{field}.mountPropagation"),
+                    other,
+                    reason,
+                ));
+            }
+        };
+        let host_path = if sub.is_empty() {
+            base
+        } else {
+            base.join(sub_path)
+        };
+        out.push(Mount {
+            container_path: vm.mount_path.clone(),
+            host_path: host_path.to_string_lossy().into_owned(),
+            readonly: vm.read_only.unwrap_or(false),
+            selinux_relabel: false,
+            propagation,
+        });
+    }
+    Ok(out)
+}
