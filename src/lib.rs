@@ -6,6 +6,7 @@ pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod images;
+pub mod mirror;
 pub mod pod;
 pub mod runtime;
 

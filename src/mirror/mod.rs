@@ -1,0 +1,4 @@
+//! Mirror pods: the API server's copies of static pods. `decide` says what
+//! to create and delete (pure); the driver does it through `MirrorClient`.
+
+pub mod decide;
