@@ -43,6 +43,7 @@ pub fn agent_runtime() -> CriRuntime {
 /// A running `crilet run` with its own manifest and root directories.
 pub struct AgentProcess {
     child: Option<Child>,
+    extra_args: Vec<String>,
     pub manifests: tempfile::TempDir,
     pub root: tempfile::TempDir,
     log: PathBuf,
@@ -50,6 +51,11 @@ pub struct AgentProcess {
 
 impl AgentProcess {
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts with more flags (e.g. --kubeconfig).
+    pub fn start_with(extra_args: &[String]) -> Self {
         let manifests = tempfile::Builder::new()
             .prefix("crilet-manifests-")
             .tempdir()
@@ -60,6 +66,7 @@ impl AgentProcess {
             .unwrap();
         let mut a = AgentProcess {
             child: None,
+            extra_args: extra_args.to_vec(),
             log: root.path().join("crilet.log"),
             manifests,
             root,
@@ -84,6 +91,7 @@ impl AgentProcess {
             .arg(self.root.path())
             .args(["--cgroup-root", &format!("/{CGROUP_ROOT_NAME}")])
             .args(["--node-ip", "127.0.0.1"])
+            .args(&self.extra_args)
             .env("CRILET_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -8,7 +8,10 @@
 
 mod agent;
 mod agent_cases;
+mod apiserver;
+mod apiserver_tests;
 mod bad_endpoint;
 mod cli;
 mod cri;
+mod mirror;
 mod support;

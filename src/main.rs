@@ -130,13 +130,36 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     };
     let agent = Agent {
         runtime: Arc::new(runtime) as Arc<dyn Runtime>,
-        runtime_name: version.runtime_name,
+        runtime_name: version.runtime_name.clone(),
         node,
         pod_manifest_path: settings.pod_manifest_path.clone(),
         file_check_frequency: settings.file_check_frequency,
         cgroup_fs: std::path::PathBuf::from(CGROUP_ROOT),
     };
-    let (_handles, join) = agent.start(cancel.clone());
+    let runtime_version = format!("{}://{}", version.runtime_name, version.runtime_version);
+    let node_name = agent.node.node_name.clone();
+    let node_ip = agent.node.host_ip.clone();
+    let (handles, join) = agent.start(cancel.clone());
+    match &settings.kubeconfig {
+        Some(path) => {
+            use crilet::mirror::client::{KubeMirrorClient, MirrorClient};
+            let client = KubeMirrorClient::from_kubeconfig(path).await?;
+            tracing::info!(kubeconfig = %path.display(), node = %node_name, "mirror pods on the API server");
+            let manager = crilet::mirror::manager::MirrorManager {
+                client: Arc::new(client) as Arc<dyn MirrorClient>,
+                node_name,
+                node_ip,
+                runtime_version,
+                view: handles.view.clone(),
+                statuses: handles.statuses.clone(),
+                mirrors_tx: handles.mirrors.clone(),
+            };
+            tokio::spawn(manager.run(cancel.clone()));
+        }
+        None => {
+            tracing::info!("no --kubeconfig: running standalone, without a Node or mirror pods")
+        }
+    }
     join.await.context("the sync loop stopped unexpectedly")?;
     Ok(())
 }

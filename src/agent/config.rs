@@ -51,6 +51,10 @@ pub struct RunArgs {
     /// Log format.
     #[arg(long, value_enum)]
     pub log_format: Option<LogFormat>,
+    /// Kubeconfig with the node's credentials: register the Node and keep
+    /// mirror pods on the API server. Without it crilet runs standalone.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
 }
 
 /// The fields of a KubeletConfiguration that crilet honours.
@@ -84,6 +88,7 @@ pub struct Settings {
     pub root_dir: PathBuf,
     pub cgroup_root: String,
     pub log_format: LogFormat,
+    pub kubeconfig: Option<PathBuf>,
 }
 
 pub const DEFAULT_ROOT_DIR: &str = "/var/lib/crilet";
@@ -166,6 +171,7 @@ pub fn resolve(args: &RunArgs, file: &ConfigFile, origin: &str) -> Result<Settin
             .log_format
             .or(file.logging.as_ref().and_then(|l| l.format))
             .unwrap_or_default(),
+        kubeconfig: args.kubeconfig.clone(),
     })
 }
 

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::file::{self as file_source, FileSourceConfig, SourceSet};
 use crate::config::merge::PodConfig;
+use crate::mirror::manager::AgentView;
 use crate::pod::manager::PodManager;
 use crate::pod::{self, Pod};
 use crate::runtime::Runtime;
@@ -31,11 +32,13 @@ pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
 /// How often every worker re-checks its pod even when nothing changed.
 pub const RESYNC_PERIOD: Duration = Duration::from_secs(60);
 
-/// Handles the agent hands out to readers (stats, the status writer).
+/// Handles the agent hands out to readers (stats, the mirror manager).
 #[derive(Clone)]
 pub struct AgentHandles {
-    pub pods: watch::Receiver<Arc<PodManager>>,
+    pub view: watch::Receiver<Arc<AgentView>>,
     pub statuses: StatusCache,
+    /// Where the mirror manager sends the mirror pods bound to this node.
+    pub mirrors: mpsc::Sender<Vec<Pod>>,
 }
 
 pub struct Agent {
@@ -77,7 +80,8 @@ impl Agent {
             cgroup_fs: self.cgroup_fs.clone(),
             done: done_tx,
         });
-        let (pods_tx, pods_rx) = watch::channel(Arc::new(PodManager::new()));
+        let (view_tx, view_rx) = watch::channel(Arc::new(AgentView::default()));
+        let (mirrors_tx, mirrors_rx) = mpsc::channel(16);
         let sync = SyncLoop {
             config: PodConfig::new(sources.iter().copied()),
             manager: PodManager::new(),
@@ -88,13 +92,14 @@ impl Agent {
             relist_failing: false,
             ctx,
             cancel: cancel.clone(),
-            pods_tx,
+            view_tx,
         };
-        let join = tokio::spawn(sync.run(sets_rx, done_rx));
+        let join = tokio::spawn(sync.run(sets_rx, done_rx, mirrors_rx));
         (
             AgentHandles {
-                pods: pods_rx,
+                view: view_rx,
                 statuses,
+                mirrors: mirrors_tx,
             },
             join,
         )
@@ -115,7 +120,7 @@ struct SyncLoop {
     relist_failing: bool,
     ctx: Arc<WorkerContext>,
     cancel: CancellationToken,
-    pods_tx: watch::Sender<Arc<PodManager>>,
+    view_tx: watch::Sender<Arc<AgentView>>,
 }
 
 impl SyncLoop {
@@ -123,6 +128,7 @@ impl SyncLoop {
         mut self,
         mut sets: mpsc::Receiver<SourceSet>,
         mut done: mpsc::UnboundedReceiver<WorkerDone>,
+        mut mirrors: mpsc::Receiver<Vec<Pod>>,
     ) {
         let mut relist = tokio::time::interval(RELIST_PERIOD);
         relist.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -140,6 +146,7 @@ impl SyncLoop {
                     None => sources_open = false,
                 },
                 Some(d) = done.recv() => self.handle_done(d),
+                Some(m) = mirrors.recv() => self.handle_mirrors(m),
                 _ = relist.tick() => self.relist().await,
                 _ = resync.tick() => self.workers.values().for_each(WorkerHandle::wake),
             }
@@ -183,10 +190,34 @@ impl SyncLoop {
             }
             self.dispatch(uid, PodWork::Sync(Arc::new(p)));
         }
-        let _ = self.pods_tx.send(Arc::new(self.manager.clone()));
+        self.publish();
+    }
+
+    /// The API server's mirror pods replace the ones the manager holds.
+    fn handle_mirrors(&mut self, mirrors: Vec<Pod>) {
+        for old in self.manager.get_mirror_pods() {
+            self.manager.remove_pod(&old);
+        }
+        for m in mirrors {
+            self.manager.add_pod(m);
+        }
+        self.publish();
+    }
+
+    fn publish(&self) {
+        self.view_tx.send_replace(Arc::new(AgentView {
+            manager: Arc::new(self.manager.clone()),
+            terminating: self.terminating.values().cloned().collect(),
+            all_sources_seen: self.config.all_sources_seen(),
+        }));
     }
 
     fn handle_done(&mut self, d: WorkerDone) {
+        self.finish(d);
+        self.publish();
+    }
+
+    fn finish(&mut self, d: WorkerDone) {
         self.workers.remove(&d.uid);
         let full_name = self.terminating.remove(&d.uid);
         // Re-added while it was being terminated: run it again.
@@ -261,10 +292,11 @@ impl SyncLoop {
             }
         }
         self.last_relist = all;
+        self.publish();
     }
 }
 
 /// Convenience for tests and readers: the pods the manager holds now.
 pub fn current_pods(handles: &AgentHandles) -> Vec<Arc<Pod>> {
-    handles.pods.borrow().get_pods()
+    handles.view.borrow().manager.get_pods()
 }

@@ -1,0 +1,219 @@
+//! Mirror pods on the API server double: the cases of the kubelet's own
+//! MirrorPod node tests, with the real binary and real containerd.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::agent::*;
+use crate::apiserver::{ApiServer, Fault};
+use crate::support::eventually;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+async fn start(api: &ApiServer) -> AgentProcess {
+    let dir = tempfile::Builder::new()
+        .prefix("crilet-kube-")
+        .tempdir()
+        .unwrap();
+    let kubeconfig = api.kubeconfig(dir.path(), NODE);
+    // The kubeconfig must outlive the agent: keep the directory.
+    let path = kubeconfig.to_string_lossy().into_owned();
+    std::mem::forget(dir);
+    AgentProcess::start_with(&["--kubeconfig".to_string(), path])
+}
+
+async fn mirror_of(
+    api: &ApiServer,
+    agent: &AgentProcess,
+    name: &str,
+    what: &str,
+    check: impl Fn(&Pod) -> bool,
+) -> Pod {
+    let full = format!("{name}-{NODE}");
+    eventually(LIMIT, || async {
+        api.pod("default", &full).filter(|p| check(p))
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "no mirror pod {full} that is {what}; API server has {:#?}\ncrilet log:\n{}",
+            api.pods()
+                .iter()
+                .map(|p| (p.metadata.name.clone(), p.metadata.uid.clone()))
+                .collect::<Vec<_>>(),
+            agent.logs()
+        )
+    })
+}
+
+fn ann<'a>(p: &'a Pod, k: &str) -> Option<&'a str> {
+    p.metadata.annotations.as_ref()?.get(k).map(String::as_str)
+}
+
+#[tokio::test]
+#[ignore = "needs the agent tests' containerd (scripts/test.sh)"]
+async fn mirror_pod_lifecycle() {
+    let _guard = AGENT_LOCK.lock().await;
+    let rt = agent_runtime();
+    clean_runtime(&rt).await;
+    let api = ApiServer::start().await;
+    let agent = start(&api).await;
+    agent.write(
+        "web.yaml",
+        &busybox_pod("web", "Always", "exec sleep 100000"),
+    );
+
+    // Created, as the kubelet makes it, and Running.
+    let m = mirror_of(&api, &agent, "web", "Running", |p| {
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+    })
+    .await;
+    let hash = ann(&m, "kubernetes.io/config.hash")
+        .expect("config.hash")
+        .to_string();
+    assert_eq!(ann(&m, "kubernetes.io/config.mirror"), Some(hash.as_str()));
+    assert_eq!(ann(&m, "kubernetes.io/config.source"), Some("file"));
+    let owners = m.metadata.owner_references.clone().unwrap_or_default();
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    let node = api
+        .nodes()
+        .into_iter()
+        .find(|n| n.metadata.name.as_deref() == Some(NODE))
+        .expect("node registered");
+    assert_eq!(owners[0].kind, "Node");
+    assert_eq!(owners[0].name, NODE);
+    assert_eq!(Some(&owners[0].uid), node.metadata.uid.as_ref());
+    assert_eq!(owners[0].controller, Some(true));
+    assert_eq!(m.spec.as_ref().unwrap().node_name.as_deref(), Some(NODE));
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        labels.get("kubernetes.io/hostname").map(String::as_str),
+        Some(NODE)
+    );
+    assert!(
+        api.leases()
+            .iter()
+            .any(|l| l.metadata.name.as_deref() == Some(NODE)),
+        "no lease"
+    );
+    assert!(
+        api.requests()
+            .iter()
+            .all(|r| r.user_agent.starts_with("crilet/")),
+        "user agent"
+    );
+
+    // Deleted gracefully, and then forcibly: recreated with a new UID each time.
+    let uid0 = m.metadata.uid.clone().unwrap();
+    api.delete_pod("default", &format!("web-{NODE}"), Some(30));
+    let m1 = mirror_of(&api, &agent, "web", "recreated", |p| {
+        p.metadata.uid.as_deref() != Some(&uid0) && p.metadata.deletion_timestamp.is_none()
+    })
+    .await;
+    let uid1 = m1.metadata.uid.clone().unwrap();
+    api.delete_pod("default", &format!("web-{NODE}"), Some(0));
+    mirror_of(&api, &agent, "web", "recreated again", |p| {
+        p.metadata.uid.as_deref() != Some(&uid1)
+    })
+    .await;
+
+    // A label edit on the mirror changes nothing on the node.
+    let before = pod_view(&rt, "web").await;
+    let mut edited = api.pod("default", &format!("web-{NODE}")).unwrap();
+    let uid2 = edited.metadata.uid.clone().unwrap();
+    edited
+        .metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("edited".into(), "yes".into());
+    api.update_pod(edited);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = pod_view(&rt, "web").await;
+    assert_eq!(
+        before.running("main").map(|c| c.id.clone()),
+        after.running("main").map(|c| c.id.clone())
+    );
+    assert_eq!(
+        api.pod("default", &format!("web-{NODE}"))
+            .and_then(|p| p.metadata.uid),
+        Some(uid2.clone())
+    );
+
+    // A changed manifest replaces the mirror.
+    agent.write(
+        "web.yaml",
+        &busybox_pod("web", "Always", "echo v2; exec sleep 100000"),
+    );
+    mirror_of(&api, &agent, "web", "replaced with the new hash", |p| {
+        ann(p, "kubernetes.io/config.mirror").is_some_and(|h| h != hash)
+            && p.metadata.uid.as_deref() != Some(&uid2)
+    })
+    .await;
+
+    // Removing the manifest removes the mirror.
+    agent.remove("web.yaml");
+    let gone = eventually(LIMIT, || async {
+        api.pod("default", &format!("web-{NODE}"))
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "mirror left after its manifest went:\n{}",
+        agent.logs()
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs the agent tests' containerd (scripts/test.sh)"]
+async fn api_server_down_leaves_pods_running_and_status_shows_restarts() {
+    let _guard = AGENT_LOCK.lock().await;
+    let rt = agent_runtime();
+    clean_runtime(&rt).await;
+    let api = ApiServer::start().await;
+    api.set_fault(Fault::Down);
+    let agent = start(&api).await;
+    agent.write(
+        "crash.yaml",
+        &busybox_pod("crash", "Always", "sleep 1; exit 1"),
+    );
+    agent.write("up.yaml", &busybox_pod("up", "Always", "exec sleep 100000"));
+    // The API server is down: pods run all the same.
+    wait_for(
+        &rt,
+        &agent,
+        "up",
+        LIMIT,
+        "running while the API server is down",
+        |v| v.running("main").is_some(),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    api.clear_fault();
+    mirror_of(&api, &agent, "up", "Running", |p| {
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+    })
+    .await;
+    // The crash-looping container's restarts reach the mirror's status.
+    mirror_of(&api, &agent, "crash", "showing a restart", |p| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|c| c.first())
+            .is_some_and(|c| c.restart_count >= 1)
+    })
+    .await;
+    let v = pod_view(&rt, "up").await;
+    assert_eq!(
+        v.named("main").len(),
+        1,
+        "the API server outage restarted a pod: {v:#?}"
+    );
+    // A 500 on every call: logged, retried, pods untouched.
+    api.set_fault(Fault::Status500);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(pod_view(&rt, "up").await.running("main").is_some());
+    api.clear_fault();
+}

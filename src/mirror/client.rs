@@ -1,0 +1,347 @@
+//! The API server, as crilet needs it: the Node, its Lease, mirror pods and
+//! their status, and a watch of the pods bound to this node.
+//!
+//! Invariant: the rest of crilet sees only `MirrorClient`; kube-rs types stay
+//! here. `KubeMirrorClient` talks to a real API server; the integration
+//! tests point it at the in-repo double.
+
+use std::time::Duration;
+
+use futures::stream::{BoxStream, StreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, PodStatus};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::{WatchStreamExt, utils::Backoff, watcher};
+
+/// Errors of the API server client, with what was being done.
+#[derive(Debug, thiserror::Error)]
+pub enum MirrorError {
+    #[error("{what}: {source}")]
+    Api {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("kubeconfig {path}: {message}")]
+    Config { path: String, message: String },
+    #[error("watching the pods bound to this node: {message}")]
+    Watch { message: String },
+}
+
+impl MirrorError {
+    /// The HTTP status the API server answered, if it answered.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            MirrorError::Api {
+                source: kube::Error::Api(s),
+                ..
+            } => Some(s.code),
+            _ => None,
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, MirrorError>;
+
+/// What the watch of this node's pods reports.
+#[derive(Debug, Clone)]
+pub enum PodEvent {
+    /// A full list: these are all the pods bound to the node now.
+    Restarted(Vec<Pod>),
+    Applied(Pod),
+    Deleted(Pod),
+}
+
+#[async_trait::async_trait]
+pub trait MirrorClient: Send + Sync {
+    async fn get_node(&self, name: &str) -> Result<Option<Node>>;
+    async fn create_node(&self, node: &Node) -> Result<Node>;
+    async fn patch_node_status(&self, name: &str, status: &NodeStatus) -> Result<Node>;
+    /// Creates the lease or renews it (holder = the node, now).
+    async fn renew_lease(&self, lease: &Lease) -> Result<()>;
+    /// Creates a mirror pod; AlreadyExists comes back as an error (code 409).
+    async fn create_pod(&self, pod: &Pod) -> Result<Pod>;
+    /// Deletes a pod at once (grace 0) if it still has `uid`; a pod already
+    /// gone or replaced (NotFound, Conflict) counts as done.
+    async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> Result<()>;
+    async fn patch_pod_status(&self, namespace: &str, name: &str, status: &PodStatus)
+    -> Result<()>;
+    /// Pods bound to `node`, as a list then changes; reconnects on its own.
+    fn watch_pods(&self, node: &str) -> BoxStream<'static, Result<PodEvent>>;
+}
+
+/// `MirrorClient` over kube-rs.
+#[derive(Clone)]
+pub struct KubeMirrorClient {
+    client: kube::Client,
+}
+
+fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> MirrorError {
+    let what = what.into();
+    move |source| MirrorError::Api { what, source }
+}
+
+fn is_code(e: &kube::Error, codes: &[u16]) -> bool {
+    matches!(e, kube::Error::Api(s) if codes.contains(&s.code))
+}
+
+impl KubeMirrorClient {
+    /// From a kubeconfig file (token, client certificate, CA), with a
+    /// `crilet/<version>` user agent and per-request timeouts.
+    pub async fn from_kubeconfig(path: &std::path::Path) -> Result<Self> {
+        let cfg_err = |message: String| MirrorError::Config {
+            path: path.display().to_string(),
+            message,
+        };
+        let kubeconfig =
+            kube::config::Kubeconfig::read_from(path).map_err(|e| cfg_err(e.to_string()))?;
+        let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .map_err(|e| cfg_err(e.to_string()))?;
+        config.connect_timeout = Some(Duration::from_secs(10));
+        config.read_timeout = Some(Duration::from_secs(30));
+        config.write_timeout = Some(Duration::from_secs(30));
+        Self::from_config(config).map_err(|e| cfg_err(e.to_string()))
+    }
+
+    /// In a pod: the service account's token and CA.
+    pub fn in_cluster() -> Result<Self> {
+        let config = kube::Config::incluster().map_err(|e| MirrorError::Config {
+            path: "in-cluster".into(),
+            message: e.to_string(),
+        })?;
+        Self::from_config(config).map_err(|e| MirrorError::Config {
+            path: "in-cluster".into(),
+            message: e.to_string(),
+        })
+    }
+
+    fn from_config(config: kube::Config) -> std::result::Result<Self, kube::Error> {
+        let ua = format!("crilet/{}", env!("CARGO_PKG_VERSION"));
+        let client = kube::client::ClientBuilder::try_from(config)?
+            .with_layer(&tower_http_ua(ua))
+            .build();
+        Ok(KubeMirrorClient { client })
+    }
+
+    fn pods(&self, namespace: &str) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+}
+
+/// A layer that sets the User-Agent header on every request.
+fn tower_http_ua(ua: String) -> UserAgentLayer {
+    UserAgentLayer(ua)
+}
+
+#[derive(Clone)]
+pub struct UserAgentLayer(String);
+
+impl<S> tower::Layer<S> for UserAgentLayer {
+    type Service = UserAgent<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        UserAgent {
+            inner,
+            ua: self.0.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct UserAgent<S> {
+    inner: S,
+    ua: String,
+}
+
+impl<S, B> tower::Service<http::Request<B>> for UserAgent<S>
+where
+    S: tower::Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::result::Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        if let Ok(v) = http::HeaderValue::from_str(&self.ua) {
+            req.headers_mut().insert(http::header::USER_AGENT, v);
+        }
+        self.inner.call(req)
+    }
+}
+
+#[async_trait::async_trait]
+impl MirrorClient for KubeMirrorClient {
+    async fn get_node(&self, name: &str) -> Result<Option<Node>> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        nodes
+            .get_opt(name)
+            .await
+            .map_err(api_err(format!("getting node {name}")))
+    }
+
+    async fn create_node(&self, node: &Node) -> Result<Node> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let name = node.metadata.name.clone().unwrap_or_default();
+        nodes
+            .create(&PostParams::default(), node)
+            .await
+            .map_err(api_err(format!("creating node {name}")))
+    }
+
+    async fn patch_node_status(&self, name: &str, status: &NodeStatus) -> Result<Node> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let patch = serde_json::json!({ "status": status });
+        nodes
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(api_err(format!("updating the status of node {name}")))
+    }
+
+    async fn renew_lease(&self, lease: &Lease) -> Result<()> {
+        let ns = lease.metadata.namespace.clone().unwrap_or_default();
+        let name = lease.metadata.name.clone().unwrap_or_default();
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), &ns);
+        let what = format!("renewing lease {ns}/{name}");
+        match leases.get_opt(&name).await.map_err(api_err(what.clone()))? {
+            None => {
+                leases
+                    .create(&PostParams::default(), lease)
+                    .await
+                    .map_err(api_err(what))?;
+            }
+            Some(mut current) => {
+                current.spec = lease.spec.clone();
+                leases
+                    .replace(&name, &PostParams::default(), &current)
+                    .await
+                    .map_err(api_err(what))?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn create_pod(&self, pod: &Pod) -> Result<Pod> {
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        self.pods(&ns)
+            .create(&PostParams::default(), pod)
+            .await
+            .map_err(api_err(format!("creating mirror pod {ns}/{name}")))
+    }
+
+    async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> Result<()> {
+        let params = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_string()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match self.pods(namespace).delete(name, &params).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_code(&e, &[404, 409]) => Ok(()),
+            Err(e) => Err(api_err(format!("deleting mirror pod {namespace}/{name}"))(
+                e,
+            )),
+        }
+    }
+
+    async fn patch_pod_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        status: &PodStatus,
+    ) -> Result<()> {
+        let patch = serde_json::json!({ "status": status });
+        self.pods(namespace)
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(api_err(format!(
+                "updating the status of mirror pod {namespace}/{name}"
+            )))?;
+        Ok(())
+    }
+
+    fn watch_pods(&self, node: &str) -> BoxStream<'static, Result<PodEvent>> {
+        let pods: Api<Pod> = Api::all(self.client.clone());
+        let config = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
+        let mut buffer: Vec<Pod> = Vec::new();
+        watcher::watcher(pods, config)
+            .backoff(WatchBackoff::default())
+            .filter_map(move |event| {
+                let out = match event {
+                    Ok(watcher::Event::Init) => {
+                        buffer.clear();
+                        None
+                    }
+                    Ok(watcher::Event::InitApply(p)) => {
+                        buffer.push(p);
+                        None
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        Some(Ok(PodEvent::Restarted(std::mem::take(&mut buffer))))
+                    }
+                    Ok(watcher::Event::Apply(p)) => Some(Ok(PodEvent::Applied(p))),
+                    Ok(watcher::Event::Delete(p)) => Some(Ok(PodEvent::Deleted(p))),
+                    Err(e) => Some(Err(MirrorError::Watch {
+                        message: e.to_string(),
+                    })),
+                };
+                futures::future::ready(out)
+            })
+            .boxed()
+    }
+}
+
+/// Retry delays of the pod watch: 500 ms doubling to 5 s. Short, because
+/// mirror pods lag behind their static pods until the watch is back; never
+/// zero, so an API server that is down is not hammered.
+#[derive(Debug, Clone)]
+struct WatchBackoff {
+    next: Duration,
+}
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        WatchBackoff {
+            next: Duration::from_millis(500),
+        }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+    fn next(&mut self) -> Option<Duration> {
+        let now = self.next;
+        self.next = (self.next * 2).min(Duration::from_secs(5));
+        Some(now)
+    }
+}
+
+impl Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        *self = WatchBackoff::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watch_backoff_doubles_to_five_seconds_and_resets() {
+        let mut b = WatchBackoff::default();
+        let waits: Vec<u64> = (&mut b).take(6).map(|d| d.as_millis() as u64).collect();
+        assert_eq!(waits, [500, 1000, 2000, 4000, 5000, 5000]);
+        b.reset();
+        assert_eq!(b.next(), Some(Duration::from_millis(500)));
+    }
+}

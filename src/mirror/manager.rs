@@ -1,0 +1,333 @@
+//! The mirror pod driver: registers the Node and keeps its Lease, watches
+//! the pods bound to the node, creates and deletes mirror pods as `decide`
+//! says, and writes each static pod's status to its mirror.
+//!
+//! Invariants: it never touches the runtime, so an API server that errors,
+//! hangs or is down can never stop or restart a static pod; it reads the
+//! agent's state through snapshots and hands the mirror pods it sees to the
+//! sync loop, which alone writes the pod manager.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::client::{MirrorClient, MirrorError, PodEvent};
+use super::decide::{
+    DeleteReason, MirrorAction, MirrorInputs, NodeRef, decide, mirror_pod_for, status_differs,
+};
+use super::node::{new_node, node_lease, node_status};
+use crate::pod::{self, manager::PodManager};
+use crate::runtime::worker::StatusCache;
+
+/// What the sync loop publishes for readers.
+#[derive(Debug, Clone, Default)]
+pub struct AgentView {
+    pub manager: Arc<PodManager>,
+    /// Full names of static pods still terminating: their mirrors stay.
+    pub terminating: HashSet<String>,
+    pub all_sources_seen: bool,
+}
+
+/// How often the node status, the lease and every mirror status are written.
+pub const RESYNC_PERIOD: Duration = Duration::from_secs(10);
+
+pub struct MirrorManager {
+    pub client: Arc<dyn MirrorClient>,
+    pub node_name: String,
+    pub node_ip: String,
+    pub runtime_version: String,
+    pub view: watch::Receiver<Arc<AgentView>>,
+    pub statuses: StatusCache,
+    /// The mirror pods bound to this node, for the pod manager.
+    pub mirrors_tx: mpsc::Sender<Vec<Pod>>,
+}
+
+impl MirrorManager {
+    pub async fn run(self, cancel: CancellationToken) {
+        let (node_tx, node_rx) = watch::channel::<Option<NodeRef>>(None);
+        let (seen_tx, seen_rx) = watch::channel::<BTreeMap<String, Pod>>(BTreeMap::new());
+        tokio::spawn(node_loop(
+            self.client.clone(),
+            self.node_name.clone(),
+            self.node_ip.clone(),
+            self.runtime_version.clone(),
+            node_tx,
+            cancel.clone(),
+        ));
+        tokio::spawn(watch_loop(
+            self.client.clone(),
+            self.node_name.clone(),
+            seen_tx,
+            self.mirrors_tx.clone(),
+            cancel.clone(),
+        ));
+        reconcile_loop(self, node_rx, seen_rx, cancel).await;
+    }
+}
+
+/// Gets or creates the Node, then keeps its status and lease fresh.
+async fn node_loop(
+    client: Arc<dyn MirrorClient>,
+    name: String,
+    ip: String,
+    runtime_version: String,
+    node_tx: watch::Sender<Option<NodeRef>>,
+    cancel: CancellationToken,
+) {
+    let ready_since = jiff::Timestamp::now();
+    let mut failing = false;
+    loop {
+        let result: Result<NodeRef, MirrorError> = async {
+            let node = match client.get_node(&name).await? {
+                Some(n) => n,
+                None => {
+                    tracing::info!(node = %name, "registering the node");
+                    client.create_node(&new_node(&name)).await?
+                }
+            };
+            let uid = node.metadata.uid.clone().unwrap_or_default();
+            let now = jiff::Timestamp::now();
+            client
+                .patch_node_status(
+                    &name,
+                    &node_status(&name, &ip, &runtime_version, now, ready_since),
+                )
+                .await?;
+            client.renew_lease(&node_lease(&name, &uid, now)).await?;
+            Ok(NodeRef {
+                name: name.clone(),
+                uid,
+            })
+        }
+        .await;
+        let wait = match result {
+            Ok(node) => {
+                if failing {
+                    tracing::info!(node = %name, "API server answers again");
+                    failing = false;
+                }
+                node_tx.send_if_modified(|cur| {
+                    let changed = cur.as_ref() != Some(&node);
+                    *cur = Some(node);
+                    changed
+                });
+                RESYNC_PERIOD
+            }
+            Err(e) => {
+                if !failing {
+                    tracing::error!(node = %name, error = %e, "cannot register or update the node; retrying");
+                }
+                failing = true;
+                Duration::from_secs(2)
+            }
+        };
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// Follows the pods bound to this node; passes the mirror pods on.
+async fn watch_loop(
+    client: Arc<dyn MirrorClient>,
+    node: String,
+    seen_tx: watch::Sender<BTreeMap<String, Pod>>,
+    mirrors_tx: mpsc::Sender<Vec<Pod>>,
+    cancel: CancellationToken,
+) {
+    let mut stream = client.watch_pods(&node);
+    let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
+    let mut logged: HashSet<String> = HashSet::new();
+    let mut failing = false;
+    loop {
+        let event = tokio::select! {
+            _ = cancel.cancelled() => return,
+            e = stream.next() => e,
+        };
+        let Some(event) = event else {
+            stream = client.watch_pods(&node);
+            continue;
+        };
+        match event {
+            Ok(PodEvent::Restarted(list)) => {
+                failing = false;
+                pods = list
+                    .into_iter()
+                    .map(|p| (pod::uid(&p).to_string(), p))
+                    .collect();
+            }
+            Ok(PodEvent::Applied(p)) => {
+                pods.insert(pod::uid(&p).to_string(), p);
+            }
+            Ok(PodEvent::Deleted(p)) => {
+                pods.remove(pod::uid(&p));
+            }
+            Err(e) => {
+                if !failing {
+                    tracing::warn!(node = %node, error = %e, "pod watch failed; it resumes on its own");
+                }
+                failing = true;
+                continue;
+            }
+        }
+        let mut mirrors = BTreeMap::new();
+        for (uid, p) in &pods {
+            if pod::is_mirror_pod(p) {
+                mirrors.insert(uid.clone(), p.clone());
+            } else if logged.insert(uid.clone()) {
+                tracing::info!(pod = %pod::full_name(p), uid, "pod bound to this node is not a mirror pod; crilet does not run API pods yet");
+            }
+        }
+        let _ = mirrors_tx.send(mirrors.values().cloned().collect()).await;
+        seen_tx.send_replace(mirrors);
+    }
+}
+
+async fn reconcile_loop(
+    m: MirrorManager,
+    mut node_rx: watch::Receiver<Option<NodeRef>>,
+    mut seen_rx: watch::Receiver<BTreeMap<String, Pod>>,
+    cancel: CancellationToken,
+) {
+    let mut view_rx = m.view.clone();
+    let mut last_error: Option<String> = None;
+    loop {
+        let node = node_rx.borrow_and_update().clone();
+        let mirrors: Vec<Pod> = seen_rx.borrow_and_update().values().cloned().collect();
+        let view = view_rx.borrow_and_update().clone();
+        let ok = reconcile_once(&m, node.as_ref(), &mirrors, &view).await;
+        let wait = match ok {
+            Ok(()) => {
+                if last_error.take().is_some() {
+                    tracing::info!("mirror pods reconciled again");
+                }
+                RESYNC_PERIOD
+            }
+            Err(e) => {
+                let text = e.to_string();
+                if last_error.as_ref() != Some(&text) {
+                    tracing::warn!(error = %text, "mirror pod reconcile failed; retrying");
+                }
+                last_error = Some(text);
+                Duration::from_secs(2)
+            }
+        };
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = node_rx.changed() => {}
+            _ = seen_rx.changed() => {}
+            _ = view_rx.changed() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+async fn reconcile_once(
+    m: &MirrorManager,
+    node: Option<&NodeRef>,
+    mirrors: &[Pod],
+    view: &AgentView,
+) -> Result<(), MirrorError> {
+    let statics: Vec<Pod> = view
+        .manager
+        .get_pods()
+        .iter()
+        .map(|p| (**p).clone())
+        .collect();
+    let actions = decide(&MirrorInputs {
+        static_pods: &statics,
+        mirror_pods: mirrors,
+        terminating: &view.terminating,
+        all_sources_seen: view.all_sources_seen,
+        node,
+    });
+    let mut first_err = None;
+    for action in actions {
+        let r = act(m, node, &statics, &action).await;
+        if let Err(e) = r {
+            first_err.get_or_insert(e);
+        }
+    }
+    // Status: each static pod's own status onto its mirror.
+    let statuses = m.statuses.read().unwrap_or_else(|e| e.into_inner()).clone();
+    for s in &statics {
+        // Only the static pod's current mirror: not one being replaced.
+        let Some(mirror) = mirrors.iter().find(|mp| {
+            PodManager::is_mirror_pod_of(mp, s) && mp.metadata.deletion_timestamp.is_none()
+        }) else {
+            continue; // no mirror yet: written once it has one
+        };
+        let Some(status) = statuses.get(pod::uid(s)) else {
+            continue;
+        };
+        if status_differs(mirror, status) {
+            if let Err(e) = m
+                .client
+                .patch_pod_status(pod::namespace(mirror), pod::name(mirror), status)
+                .await
+            {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    first_err.map_or(Ok(()), Err)
+}
+
+async fn act(
+    m: &MirrorManager,
+    node: Option<&NodeRef>,
+    statics: &[Pod],
+    action: &MirrorAction,
+) -> Result<(), MirrorError> {
+    let create = |static_uid: &str| -> Option<Pod> {
+        let node = node?;
+        statics
+            .iter()
+            .find(|p| pod::uid(p) == static_uid)
+            .map(|p| mirror_pod_for(p, node))
+    };
+    match action {
+        MirrorAction::Create {
+            static_uid,
+            full_name,
+        } => {
+            let Some(mirror) = create(static_uid) else {
+                return Ok(());
+            };
+            tracing::info!(pod = %full_name, "creating mirror pod");
+            match m.client.create_pod(&mirror).await {
+                // Someone (an earlier us) made it already: the watch shows
+                // it, and the next pass checks its hash.
+                Err(e) if e.code() == Some(409) => Ok(()),
+                other => other.map(|_| ()),
+            }
+        }
+        MirrorAction::Delete {
+            namespace,
+            name,
+            mirror_uid,
+            reason,
+            recreate_for,
+        } => {
+            tracing::info!(pod = %format!("{name}_{namespace}"), ?reason, "deleting mirror pod");
+            m.client.delete_pod(namespace, name, mirror_uid).await?;
+            if *reason == DeleteReason::Orphaned {
+                return Ok(());
+            }
+            if let Some(mirror) = recreate_for.as_deref().and_then(create) {
+                tracing::info!(pod = %format!("{name}_{namespace}"), "recreating mirror pod");
+                match m.client.create_pod(&mirror).await {
+                    Err(e) if e.code() == Some(409) => Ok(()),
+                    other => other.map(|_| ()),
+                }?;
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! The Node object and Lease crilet keeps for its node (pure builders).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeStatus, NodeSystemInfo};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference, Time};
+
+/// Namespace of node heartbeats.
+pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
+/// How long a lease stays valid without renewal (the kubelet's default).
+pub const LEASE_DURATION_SECONDS: i32 = 40;
+
+/// The architecture as Kubernetes names it.
+pub fn kube_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+/// A new Node object for `name`, labelled as the kubelet labels its node.
+pub fn new_node(name: &str) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            labels: Some(BTreeMap::from([
+                ("kubernetes.io/hostname".to_string(), name.to_string()),
+                (
+                    "kubernetes.io/os".to_string(),
+                    std::env::consts::OS.to_string(),
+                ),
+                ("kubernetes.io/arch".to_string(), kube_arch().to_string()),
+            ])),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// What the node reports: Ready, its addresses and its software.
+pub fn node_status(
+    name: &str,
+    ip: &str,
+    runtime_version: &str,
+    now: jiff::Timestamp,
+    ready_since: jiff::Timestamp,
+) -> NodeStatus {
+    NodeStatus {
+        conditions: Some(vec![NodeCondition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            reason: Some("KubeletReady".into()),
+            message: Some("crilet is posting ready status".into()),
+            last_heartbeat_time: Some(Time(now)),
+            last_transition_time: Some(Time(ready_since)),
+        }]),
+        addresses: Some(vec![
+            NodeAddress {
+                type_: "InternalIP".into(),
+                address: ip.to_string(),
+            },
+            NodeAddress {
+                type_: "Hostname".into(),
+                address: name.to_string(),
+            },
+        ]),
+        node_info: Some(NodeSystemInfo {
+            architecture: kube_arch().into(),
+            operating_system: std::env::consts::OS.into(),
+            container_runtime_version: runtime_version.to_string(),
+            kubelet_version: format!("crilet/{}", env!("CARGO_PKG_VERSION")),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The node's heartbeat lease, owned by the Node so it goes with it.
+pub fn node_lease(name: &str, node_uid: &str, now: jiff::Timestamp) -> Lease {
+    Lease {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some(NODE_LEASE_NAMESPACE.to_string()),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "Node".into(),
+                name: name.to_string(),
+                uid: node_uid.to_string(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(name.to_string()),
+            lease_duration_seconds: Some(LEASE_DURATION_SECONDS),
+            renew_time: Some(MicroTime(now)),
+            ..Default::default()
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_is_labelled_like_the_kubelets() {
+        let n = new_node("node-a");
+        let l = n.metadata.labels.unwrap();
+        assert_eq!(l["kubernetes.io/hostname"], "node-a");
+        assert_eq!(l["kubernetes.io/os"], "linux");
+        assert!(
+            ["amd64", "arm64"].contains(&l["kubernetes.io/arch"].as_str())
+                || !l["kubernetes.io/arch"].is_empty()
+        );
+    }
+
+    #[test]
+    fn status_is_ready_with_addresses() {
+        let t = jiff::Timestamp::from_second(100).unwrap();
+        let s = node_status("node-a", "192.0.2.7", "containerd://1.6.20", t, t);
+        let c = &s.conditions.unwrap()[0];
+        assert_eq!((c.type_.as_str(), c.status.as_str()), ("Ready", "True"));
+        let a = s.addresses.unwrap();
+        assert_eq!(a[0].address, "192.0.2.7");
+        assert_eq!(a[1].type_, "Hostname");
+        assert_eq!(
+            s.node_info.unwrap().container_runtime_version,
+            "containerd://1.6.20"
+        );
+    }
+
+    #[test]
+    fn lease_is_held_by_the_node_and_owned_by_it() {
+        let t = jiff::Timestamp::from_second(100).unwrap();
+        let l = node_lease("node-a", "uid-1", t);
+        assert_eq!(l.metadata.namespace.as_deref(), Some("kube-node-lease"));
+        assert_eq!(l.metadata.owner_references.unwrap()[0].uid, "uid-1");
+        let spec = l.spec.unwrap();
+        assert_eq!(spec.holder_identity.as_deref(), Some("node-a"));
+        assert_eq!(spec.lease_duration_seconds, Some(40));
+    }
+}
