@@ -217,3 +217,140 @@ async fn api_server_down_leaves_pods_running_and_status_shows_restarts() {
     assert!(pod_view(&rt, "up").await.running("main").is_some());
     api.clear_fault();
 }
+
+#[tokio::test]
+#[ignore = "needs the agent tests' containerd (scripts/test.sh)"]
+async fn mirror_outlives_its_static_pod_for_the_grace_period() {
+    let _guard = AGENT_LOCK.lock().await;
+    let rt = agent_runtime();
+    clean_runtime(&rt).await;
+    let api = ApiServer::start().await;
+    let agent = start(&api).await;
+    // The container takes 3 s to stop after SIGTERM (grace period 20 s).
+    let manifest = busybox_pod(
+        "slow",
+        "Always",
+        "trap 'sleep 3; exit 0' TERM; while true; do sleep 0.2; done",
+    )
+    .replace(
+        "terminationGracePeriodSeconds: 1",
+        "terminationGracePeriodSeconds: 20",
+    );
+    agent.write("slow.yaml", &manifest);
+    mirror_of(&api, &agent, "slow", "Running", |p| {
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+    })
+    .await;
+    agent.remove("slow.yaml");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        api.pod("default", &format!("slow-{NODE}")).is_some(),
+        "the mirror went before its static pod finished terminating:\n{}",
+        agent.logs()
+    );
+    let gone = eventually(LIMIT, || async {
+        api.pod("default", &format!("slow-{NODE}"))
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "mirror never removed:\n{}", agent.logs());
+    assert!(pod_view(&rt, "slow").await.sandboxes.is_empty());
+}
+
+#[tokio::test]
+#[ignore = "needs the agent tests' containerd (scripts/test.sh)"]
+async fn foreign_mirror_deleted_node_and_dropped_watch_converge() {
+    let _guard = AGENT_LOCK.lock().await;
+    let rt = agent_runtime();
+    clean_runtime(&rt).await;
+    let api = ApiServer::start().await;
+    // Someone else made a mirror for our pod, with a wrong hash and no owner.
+    let foreign: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("web-{NODE}"), "namespace": "default",
+                     "annotations": {"kubernetes.io/config.mirror": "not-the-hash"}},
+        "spec": {"nodeName": NODE, "containers": [{"name": "main", "image": "other"}]}
+    }))
+    .unwrap();
+    let foreign = api.create_pod(foreign);
+    let agent = start(&api).await;
+    agent.write(
+        "web.yaml",
+        &busybox_pod("web", "Always", "exec sleep 100000"),
+    );
+    let correct = |p: &Pod| {
+        ann(p, "kubernetes.io/config.mirror") == ann(p, "kubernetes.io/config.hash")
+            && p.metadata
+                .owner_references
+                .as_ref()
+                .is_some_and(|o| o.len() == 1)
+    };
+    let m = mirror_of(&api, &agent, "web", "ours", |p| {
+        correct(p) && p.metadata.uid != foreign.metadata.uid
+    })
+    .await;
+    let logs = agent.logs();
+    assert!(
+        logs.contains("deleting mirror pod") && logs.contains(&format!("web-{NODE}")),
+        "{logs}"
+    );
+
+    // The Node is deleted by someone else: re-registered, mirror re-owned.
+    let old_node_uid = m.metadata.owner_references.as_ref().unwrap()[0].uid.clone();
+    api.delete_node(NODE);
+    let m2 = mirror_of(&api, &agent, "web", "owned by the new Node", |p| {
+        correct(p) && p.metadata.owner_references.as_ref().unwrap()[0].uid != old_node_uid
+    })
+    .await;
+    let new_node = api
+        .nodes()
+        .into_iter()
+        .find(|n| n.metadata.name.as_deref() == Some(NODE))
+        .expect("node back");
+    assert_eq!(
+        Some(&m2.metadata.owner_references.as_ref().unwrap()[0].uid),
+        new_node.metadata.uid.as_ref()
+    );
+
+    // The watch drops: it resumes, and a forced delete is still noticed.
+    api.drop_watches();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let uid = m2.metadata.uid.clone().unwrap();
+    api.delete_pod("default", &format!("web-{NODE}"), Some(0));
+    mirror_of(
+        &api,
+        &agent,
+        "web",
+        "recreated after the watch dropped",
+        |p| p.metadata.uid.as_deref() != Some(&uid),
+    )
+    .await;
+    // None of this touched the pod on the node.
+    assert_eq!(pod_view(&rt, "web").await.named("main").len(), 1);
+}
+
+#[tokio::test]
+#[ignore = "needs the agent tests' containerd (scripts/test.sh)"]
+async fn wrong_credentials_are_logged_and_pods_run() {
+    let _guard = AGENT_LOCK.lock().await;
+    let rt = agent_runtime();
+    clean_runtime(&rt).await;
+    let api = ApiServer::start().await;
+    api.set_token(Some("a-token-crilet-does-not-have".into()));
+    let agent = start(&api).await;
+    agent.write("a.yaml", &busybox_pod("a", "Always", "exec sleep 100000"));
+    wait_for(&rt, &agent, "a", LIMIT, "running without API access", |v| {
+        v.running("main").is_some()
+    })
+    .await;
+    let logged = eventually(LIMIT, || async {
+        let l = agent.logs();
+        (l.contains("401") || l.contains("Unauthorized")).then_some(())
+    })
+    .await;
+    assert!(logged.is_some(), "401 not logged:\n{}", agent.logs());
+    assert!(api.pods().is_empty());
+    api.set_token(None);
+    mirror_of(&api, &agent, "a", "created once credentials work", |_| true).await;
+    assert_eq!(pod_view(&rt, "a").await.named("main").len(), 1);
+}
