@@ -190,7 +190,9 @@ async fn api_server_down_leaves_pods_running_and_status_shows_restarts() {
         |v| v.running("main").is_some(),
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Down for 30 s, as in the kubelet's test.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(api.pods().is_empty());
     api.clear_fault();
     mirror_of(&api, &agent, "up", "Running", |p| {
         p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
@@ -350,6 +352,16 @@ async fn wrong_credentials_are_logged_and_pods_run() {
     .await;
     assert!(logged.is_some(), "401 not logged:\n{}", agent.logs());
     assert!(api.pods().is_empty());
+    // Forbidden on every call: logged too, the pod untouched.
+    api.set_token(None);
+    api.set_fault(Fault::Forbidden403);
+    let logged = eventually(LIMIT, || async {
+        let l = agent.logs();
+        (l.contains("403") || l.contains("Forbidden")).then_some(())
+    })
+    .await;
+    assert!(logged.is_some(), "403 not logged:\n{}", agent.logs());
+    api.clear_fault();
     api.set_token(None);
     mirror_of(&api, &agent, "a", "created once credentials work", |_| true).await;
     assert_eq!(pod_view(&rt, "a").await.named("main").len(), 1);

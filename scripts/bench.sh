@@ -22,3 +22,4 @@ cargo build --release --quiet
 export CRILET_BENCH_ENDPOINT="unix://$SOCK" CRILET_BIN="$ROOT/target/release/crilet"
 CRILET_BENCH_ITERATIONS="${1:-20}" cargo bench --quiet --bench cri_sequence
 CRILET_BENCH_ITERATIONS="${1:-10}" cargo bench --quiet --bench agent_start
+cargo bench --quiet --bench mirror_start

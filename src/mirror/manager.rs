@@ -80,7 +80,8 @@ async fn node_loop(
     cancel: CancellationToken,
 ) {
     let ready_since = jiff::Timestamp::now();
-    let mut failing = false;
+    // The last error logged: a new kind of failure is logged, a repeat is not.
+    let mut failing: Option<String> = None;
     loop {
         let result: Result<NodeRef, MirrorError> = async {
             let node = match client.get_node(&name).await? {
@@ -107,9 +108,8 @@ async fn node_loop(
         .await;
         let wait = match result {
             Ok(node) => {
-                if failing {
+                if failing.take().is_some() {
                     tracing::info!(node = %name, "API server answers again");
-                    failing = false;
                 }
                 node_tx.send_if_modified(|cur| {
                     let changed = cur.as_ref() != Some(&node);
@@ -119,10 +119,11 @@ async fn node_loop(
                 RESYNC_PERIOD
             }
             Err(e) => {
-                if !failing {
-                    tracing::error!(node = %name, error = %e, "cannot register or update the node; retrying");
+                let text = e.to_string();
+                if failing.as_ref() != Some(&text) {
+                    tracing::error!(node = %name, error = %text, "cannot register or update the node; retrying");
                 }
-                failing = true;
+                failing = Some(text);
                 Duration::from_secs(2)
             }
         };
@@ -197,6 +198,7 @@ async fn reconcile_loop(
 ) {
     let mut view_rx = m.view.clone();
     let mut last_error: Option<String> = None;
+    let mut failures = 0u32;
     loop {
         let node = node_rx.borrow_and_update().clone();
         let mirrors: Vec<Pod> = seen_rx.borrow_and_update().values().cloned().collect();
@@ -204,18 +206,20 @@ async fn reconcile_loop(
         let ok = reconcile_once(&m, node.as_ref(), &mirrors, &view).await;
         let wait = match ok {
             Ok(()) => {
+                failures = 0;
                 if last_error.take().is_some() {
                     tracing::info!("mirror pods reconciled again");
                 }
                 RESYNC_PERIOD
             }
             Err(e) => {
+                failures += 1;
                 let text = e.to_string();
                 if last_error.as_ref() != Some(&text) {
                     tracing::warn!(error = %text, "mirror pod reconcile failed; retrying");
                 }
                 last_error = Some(text);
-                Duration::from_secs(2)
+                retry_delay(failures)
             }
         };
         tokio::select! {
@@ -226,6 +230,11 @@ async fn reconcile_loop(
             _ = tokio::time::sleep(wait) => {}
         }
     }
+}
+
+/// After a failed pass: 1 s doubling up to the resync period.
+fn retry_delay(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.saturating_sub(1).min(4)).min(RESYNC_PERIOD)
 }
 
 async fn reconcile_once(
@@ -329,5 +338,150 @@ async fn act(
             }
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mirror::fake::FakeMirrorClient;
+    use crate::pod::defaults::{PodSource, apply_static_defaults};
+    use k8s_openapi::api::core::v1::PodStatus;
+
+    fn static_pod(command: &str) -> Pod {
+        let mut p: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web"},
+            "spec": {"containers": [{"name": "c", "image": "busybox", "command": [command]}]}
+        }))
+        .unwrap();
+        let t = jiff::Timestamp::from_second(1).unwrap();
+        apply_static_defaults(&mut p, "node-a", &PodSource::File("/m/web.yaml"), t);
+        p
+    }
+
+    fn manager(client: Arc<FakeMirrorClient>, statuses: StatusCache) -> MirrorManager {
+        let (_, view) = watch::channel(Arc::new(AgentView::default()));
+        let (mirrors_tx, _) = mpsc::channel(1);
+        MirrorManager {
+            client,
+            node_name: "node-a".into(),
+            node_ip: "192.0.2.1".into(),
+            runtime_version: "containerd://1".into(),
+            view,
+            statuses,
+            mirrors_tx,
+        }
+    }
+
+    fn view(statics: &[Pod]) -> AgentView {
+        let mut pm = PodManager::new();
+        for p in statics {
+            pm.add_pod(p.clone());
+        }
+        AgentView {
+            manager: Arc::new(pm),
+            terminating: HashSet::new(),
+            all_sources_seen: true,
+        }
+    }
+
+    #[tokio::test]
+    async fn creates_writes_status_replaces_and_survives_failures() {
+        let client = Arc::new(FakeMirrorClient::new());
+        let statuses: StatusCache = Default::default();
+        let m = manager(client.clone(), statuses.clone());
+        let node = NodeRef {
+            name: "node-a".into(),
+            uid: "node-uid".into(),
+        };
+        let v1 = static_pod("sleep");
+
+        // No node yet: nothing is created.
+        reconcile_once(&m, None, &[], &view(std::slice::from_ref(&v1)))
+            .await
+            .unwrap();
+        assert!(client.calls().is_empty());
+
+        // A node: the mirror is created, owned by it.
+        reconcile_once(&m, Some(&node), &[], &view(std::slice::from_ref(&v1)))
+            .await
+            .unwrap();
+        assert_eq!(client.calls(), ["create_pod default/web-node-a"]);
+        let mirrors = client.pods();
+        assert_eq!(
+            mirrors[0].metadata.owner_references.as_ref().unwrap()[0].uid,
+            "node-uid"
+        );
+
+        // The static pod's status reaches its mirror, once.
+        statuses.write().unwrap().insert(
+            crate::pod::uid(&v1).to_string(),
+            PodStatus {
+                phase: Some("Running".into()),
+                ..Default::default()
+            },
+        );
+        reconcile_once(&m, Some(&node), &mirrors, &view(std::slice::from_ref(&v1)))
+            .await
+            .unwrap();
+        assert_eq!(
+            client.calls().last().unwrap(),
+            "patch_pod_status default/web-node-a"
+        );
+        let mirrors = client.pods();
+        let n = client.calls().len();
+        reconcile_once(&m, Some(&node), &mirrors, &view(std::slice::from_ref(&v1)))
+            .await
+            .unwrap();
+        assert_eq!(
+            client.calls().len(),
+            n,
+            "an unchanged status is not written again"
+        );
+
+        // The manifest changed: the outdated mirror is deleted and recreated.
+        let v2 = static_pod("true");
+        reconcile_once(&m, Some(&node), &mirrors, &view(std::slice::from_ref(&v2)))
+            .await
+            .unwrap();
+        let calls = client.calls();
+        assert_eq!(
+            calls[n..],
+            [
+                "delete_pod default/web-node-a",
+                "create_pod default/web-node-a"
+            ]
+        );
+
+        // A failing API server: an error comes back, nothing panics, the
+        // next pass does the work.
+        let mirrors = client.pods();
+        let v3 = static_pod("false");
+        client.fail_next("delete_pod");
+        assert!(
+            reconcile_once(&m, Some(&node), &mirrors, &view(std::slice::from_ref(&v3)))
+                .await
+                .is_err()
+        );
+        reconcile_once(&m, Some(&node), &mirrors, &view(std::slice::from_ref(&v3)))
+            .await
+            .unwrap();
+        assert_eq!(
+            crate::mirror::decide::mirror_hash(&client.pods()[0]),
+            crate::pod::annotation(&v3, crate::pod::CONFIG_HASH_ANNOTATION)
+        );
+
+        // The static pod is gone: its orphaned mirror is deleted.
+        let mirrors = client.pods();
+        reconcile_once(&m, Some(&node), &mirrors, &view(&[]))
+            .await
+            .unwrap();
+        assert!(client.pods().is_empty());
+    }
+
+    #[test]
+    fn retry_delay_doubles_up_to_the_resync_period() {
+        let d: Vec<u64> = (1..=6).map(|f| retry_delay(f).as_secs()).collect();
+        assert_eq!(d, [1, 2, 4, 8, 10, 10]);
     }
 }

@@ -3,5 +3,6 @@
 
 pub mod client;
 pub mod decide;
+pub mod fake;
 pub mod manager;
 pub mod node;

@@ -1,0 +1,133 @@
+//! An in-memory `MirrorClient` that records calls, for unit tests of the
+//! mirror driver. Invariant: no I/O; uids are "uid-<n>".
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use futures::stream::{BoxStream, StreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, PodStatus};
+
+use super::client::{MirrorClient, MirrorError, PodEvent, Result};
+
+#[derive(Debug, Default)]
+struct State {
+    next_uid: u64,
+    nodes: BTreeMap<String, Node>,
+    pods: BTreeMap<(String, String), Pod>,
+    leases: BTreeMap<String, Lease>,
+    calls: Vec<String>,
+    fail: Vec<&'static str>,
+}
+
+#[derive(Debug, Default)]
+pub struct FakeMirrorClient {
+    state: Mutex<State>,
+}
+
+impl FakeMirrorClient {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Calls so far, as "op ns/name".
+    pub fn calls(&self) -> Vec<String> {
+        self.state.lock().unwrap().calls.clone()
+    }
+
+    pub fn pods(&self) -> Vec<Pod> {
+        self.state.lock().unwrap().pods.values().cloned().collect()
+    }
+
+    /// The next call of `op` (create_pod, delete_pod, ...) fails with a 500.
+    pub fn fail_next(&self, op: &'static str) {
+        self.state.lock().unwrap().fail.push(op);
+    }
+
+    fn enter(&self, op: &'static str, what: &str) -> Result<std::sync::MutexGuard<'_, State>> {
+        let mut s = self.state.lock().unwrap();
+        s.calls.push(format!("{op} {what}"));
+        if let Some(i) = s.fail.iter().position(|f| *f == op) {
+            s.fail.remove(i);
+            return Err(MirrorError::Watch {
+                message: format!("{op} {what}: injected failure"),
+            });
+        }
+        Ok(s)
+    }
+}
+
+fn key(p: &Pod) -> (String, String) {
+    (
+        p.metadata.namespace.clone().unwrap_or_default(),
+        p.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+#[async_trait::async_trait]
+impl MirrorClient for FakeMirrorClient {
+    async fn get_node(&self, name: &str) -> Result<Option<Node>> {
+        let s = self.enter("get_node", name)?;
+        Ok(s.nodes.get(name).cloned())
+    }
+
+    async fn create_node(&self, node: &Node) -> Result<Node> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let mut s = self.enter("create_node", &name)?;
+        s.next_uid += 1;
+        let mut n = node.clone();
+        n.metadata.uid = Some(format!("uid-{}", s.next_uid));
+        s.nodes.insert(name, n.clone());
+        Ok(n)
+    }
+
+    async fn patch_node_status(&self, name: &str, status: &NodeStatus) -> Result<Node> {
+        let mut s = self.enter("patch_node_status", name)?;
+        let n = s.nodes.get_mut(name).expect("node exists");
+        n.status = Some(status.clone());
+        Ok(n.clone())
+    }
+
+    async fn renew_lease(&self, lease: &Lease) -> Result<()> {
+        let name = lease.metadata.name.clone().unwrap_or_default();
+        let mut s = self.enter("renew_lease", &name)?;
+        s.leases.insert(name, lease.clone());
+        Ok(())
+    }
+
+    async fn create_pod(&self, pod: &Pod) -> Result<Pod> {
+        let k = key(pod);
+        let mut s = self.enter("create_pod", &format!("{}/{}", k.0, k.1))?;
+        s.next_uid += 1;
+        let mut p = pod.clone();
+        p.metadata.uid = Some(format!("uid-{}", s.next_uid));
+        s.pods.insert(k, p.clone());
+        Ok(p)
+    }
+
+    async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> Result<()> {
+        let mut s = self.enter("delete_pod", &format!("{namespace}/{name}"))?;
+        let k = (namespace.to_string(), name.to_string());
+        if s.pods.get(&k).and_then(|p| p.metadata.uid.as_deref()) == Some(uid) {
+            s.pods.remove(&k);
+        }
+        Ok(())
+    }
+
+    async fn patch_pod_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        status: &PodStatus,
+    ) -> Result<()> {
+        let mut s = self.enter("patch_pod_status", &format!("{namespace}/{name}"))?;
+        if let Some(p) = s.pods.get_mut(&(namespace.to_string(), name.to_string())) {
+            p.status = Some(status.clone());
+        }
+        Ok(())
+    }
+
+    fn watch_pods(&self, _node: &str) -> BoxStream<'static, Result<PodEvent>> {
+        futures::stream::pending().boxed()
+    }
+}
