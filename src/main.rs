@@ -152,6 +152,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
                 runtime_version,
                 view: handles.view.clone(),
                 statuses: handles.statuses.clone(),
+                status_changed: handles.status_changed.clone(),
                 mirrors_tx: handles.mirrors.clone(),
             };
             tokio::spawn(manager.run(cancel.clone()));

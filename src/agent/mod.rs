@@ -37,6 +37,8 @@ pub const RESYNC_PERIOD: Duration = Duration::from_secs(60);
 pub struct AgentHandles {
     pub view: watch::Receiver<Arc<AgentView>>,
     pub statuses: StatusCache,
+    /// Changes whenever a pod's status changes.
+    pub status_changed: watch::Receiver<()>,
     /// Where the mirror manager sends the mirror pods bound to this node.
     pub mirrors: mpsc::Sender<Vec<Pod>>,
 }
@@ -72,11 +74,13 @@ impl Agent {
         drop(sets_tx);
         let statuses: StatusCache = Default::default();
         let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let (status_tx, status_rx) = watch::channel(());
         let ctx = Arc::new(WorkerContext {
             runtime: self.runtime.clone(),
             runtime_name: self.runtime_name.clone(),
             node: self.node.clone(),
             statuses: statuses.clone(),
+            status_changed: status_tx,
             cgroup_fs: self.cgroup_fs.clone(),
             done: done_tx,
         });
@@ -99,6 +103,7 @@ impl Agent {
             AgentHandles {
                 view: view_rx,
                 statuses,
+                status_changed: status_rx,
                 mirrors: mirrors_tx,
             },
             join,

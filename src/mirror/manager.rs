@@ -43,6 +43,8 @@ pub struct MirrorManager {
     pub runtime_version: String,
     pub view: watch::Receiver<Arc<AgentView>>,
     pub statuses: StatusCache,
+    /// Changes whenever a static pod's status changes.
+    pub status_changed: watch::Receiver<()>,
     /// The mirror pods bound to this node, for the pod manager.
     pub mirrors_tx: mpsc::Sender<Vec<Pod>>,
 }
@@ -197,6 +199,7 @@ async fn reconcile_loop(
     cancel: CancellationToken,
 ) {
     let mut view_rx = m.view.clone();
+    let mut status_rx = m.status_changed.clone();
     let mut last_error: Option<String> = None;
     let mut failures = 0u32;
     loop {
@@ -227,6 +230,7 @@ async fn reconcile_loop(
             _ = node_rx.changed() => {}
             _ = seen_rx.changed() => {}
             _ = view_rx.changed() => {}
+            _ = status_rx.changed() => {}
             _ = tokio::time::sleep(wait) => {}
         }
     }
@@ -362,6 +366,7 @@ mod tests {
     fn manager(client: Arc<FakeMirrorClient>, statuses: StatusCache) -> MirrorManager {
         let (_, view) = watch::channel(Arc::new(AgentView::default()));
         let (mirrors_tx, _) = mpsc::channel(1);
+        let (_, status_changed) = watch::channel(());
         MirrorManager {
             client,
             node_name: "node-a".into(),
@@ -369,6 +374,7 @@ mod tests {
             runtime_version: "containerd://1".into(),
             view,
             statuses,
+            status_changed,
             mirrors_tx,
         }
     }

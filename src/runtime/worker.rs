@@ -53,6 +53,9 @@ pub struct WorkerContext {
     pub runtime_name: String,
     pub node: NodeContext,
     pub statuses: StatusCache,
+    /// Bumped whenever a worker writes a changed status (the mirror
+    /// manager writes it to the API server without waiting for a resync).
+    pub status_changed: watch::Sender<()>,
     /// cgroupfs mount (normally /sys/fs/cgroup); pod cgroups are removed here.
     pub cgroup_fs: PathBuf,
     pub done: mpsc::UnboundedSender<WorkerDone>,
@@ -545,12 +548,16 @@ impl Worker {
         } else if self.previous.as_ref() != Some(&status) {
             tracing::debug!(pod = %pod::full_name(pod), "pod status changed");
         }
+        let changed = self.previous.as_ref() != Some(&status);
         self.ctx
             .statuses
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .insert(pod::uid(pod).to_string(), status.clone());
         self.previous = Some(status);
+        if changed {
+            self.ctx.status_changed.send_replace(());
+        }
     }
 
     async fn terminate(
