@@ -140,16 +140,28 @@ async fn mirror_pod_lifecycle() {
         Some(uid2.clone())
     );
 
-    // A changed manifest replaces the mirror.
+    // The manifest rewritten with another image (pulled from the harness's
+    // loopback registry) replaces the mirror, and the new pod runs it.
+    let other = "127.0.0.1:5000/crilet/pulltest:1";
     agent.write(
         "web.yaml",
-        &busybox_pod("web", "Always", "echo v2; exec sleep 100000"),
+        &busybox_pod("web", "Always", "exec busybox sleep 100000")
+            .replace("docker.io/library/busybox:latest", other),
     );
-    mirror_of(&api, &agent, "web", "replaced with the new hash", |p| {
+    let m3 = mirror_of(&api, &agent, "web", "replaced with the new image", |p| {
         ann(p, "kubernetes.io/config.mirror").is_some_and(|h| h != hash)
             && p.metadata.uid.as_deref() != Some(&uid2)
+            && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
     })
     .await;
+    let spec_image = m3.spec.as_ref().unwrap().containers[0].image.clone();
+    assert_eq!(spec_image.as_deref(), Some(other));
+    let v = pod_view(&rt, "web").await;
+    assert_eq!(
+        v.running("main").map(|c| c.image.as_str()),
+        Some(other),
+        "{v:#?}"
+    );
 
     // Removing the manifest removes the mirror.
     agent.remove("web.yaml");

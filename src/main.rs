@@ -140,11 +140,27 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     let node_name = agent.node.node_name.clone();
     let node_ip = agent.node.host_ip.clone();
     let (handles, join) = agent.start(cancel.clone());
-    match &settings.kubeconfig {
+    use crilet::mirror::client::{
+        KubeMirrorClient, MirrorClient, SERVICE_ACCOUNT_TOKEN, in_cluster_available,
+    };
+    let in_cluster = in_cluster_available(
+        std::env::var("KUBERNETES_SERVICE_HOST").ok().as_deref(),
+        std::path::Path::new(SERVICE_ACCOUNT_TOKEN).exists(),
+    );
+    let client = match &settings.kubeconfig {
         Some(path) => {
-            use crilet::mirror::client::{KubeMirrorClient, MirrorClient};
             let client = KubeMirrorClient::from_kubeconfig(path).await?;
             tracing::info!(kubeconfig = %path.display(), node = %node_name, "mirror pods on the API server");
+            Some(client)
+        }
+        None if in_cluster => {
+            tracing::info!(node = %node_name, "no --kubeconfig, but running in a pod: using its service account for mirror pods");
+            Some(KubeMirrorClient::in_cluster()?)
+        }
+        None => None,
+    };
+    match client {
+        Some(client) => {
             let manager = crilet::mirror::manager::MirrorManager {
                 client: Arc::new(client) as Arc<dyn MirrorClient>,
                 node_name,

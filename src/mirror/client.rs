@@ -43,6 +43,15 @@ impl MirrorError {
 
 pub type Result<T> = std::result::Result<T, MirrorError>;
 
+/// Where the service account token sits in a pod.
+pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+
+/// Whether crilet runs inside a pod of the cluster (then, without a
+/// kubeconfig, it uses the pod's service account as a client would).
+pub fn in_cluster_available(service_host: Option<&str>, token_exists: bool) -> bool {
+    service_host.is_some_and(|h| !h.is_empty()) && token_exists
+}
+
 /// What the watch of this node's pods reports.
 #[derive(Debug, Clone)]
 pub enum PodEvent {
@@ -199,7 +208,7 @@ impl MirrorClient for KubeMirrorClient {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let patch = serde_json::json!({ "status": status });
         nodes
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
             .await
             .map_err(api_err(format!("updating the status of node {name}")))
     }
@@ -262,7 +271,7 @@ impl MirrorClient for KubeMirrorClient {
     ) -> Result<()> {
         let patch = serde_json::json!({ "status": status });
         self.pods(namespace)
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
             .await
             .map_err(api_err(format!(
                 "updating the status of mirror pod {namespace}/{name}"
@@ -335,6 +344,14 @@ impl Backoff for WatchBackoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn in_cluster_needs_the_service_host_and_the_token() {
+        assert!(in_cluster_available(Some("10.96.0.1"), true));
+        assert!(!in_cluster_available(Some("10.96.0.1"), false));
+        assert!(!in_cluster_available(None, true));
+        assert!(!in_cluster_available(Some(""), true));
+    }
 
     #[test]
     fn watch_backoff_doubles_to_five_seconds_and_resets() {
