@@ -274,6 +274,7 @@ impl SyncLoop {
                 return;
             }
         };
+        let mut orphans_found = false;
         for (uid, summary) in &all {
             if let Some(h) = self.workers.get(uid) {
                 if self.last_relist.get(uid) != Some(summary) {
@@ -286,6 +287,7 @@ impl SyncLoop {
                 tracing::info!(uid, pod = %summary.full_name, "runtime pod that no source wants; removing it");
                 self.terminating
                     .insert(uid.clone(), summary.full_name.clone());
+                orphans_found = true;
                 self.dispatch(
                     uid.clone(),
                     PodWork::Terminate {
@@ -297,11 +299,10 @@ impl SyncLoop {
             }
         }
         self.last_relist = all;
-        self.publish();
+        // Only orphans change the view here; publishing every second would
+        // clone the pod manager and wake the mirror reconcile for nothing.
+        if orphans_found {
+            self.publish();
+        }
     }
-}
-
-/// Convenience for tests and readers: the pods the manager holds now.
-pub fn current_pods(handles: &AgentHandles) -> Vec<Arc<Pod>> {
-    handles.view.borrow().manager.get_pods()
 }
