@@ -128,7 +128,7 @@ impl KubeMirrorClient {
     fn from_config(config: kube::Config) -> std::result::Result<Self, kube::Error> {
         let ua = format!("crilet/{}", env!("CARGO_PKG_VERSION"));
         let client = kube::client::ClientBuilder::try_from(config)?
-            .with_layer(&tower_http_ua(ua))
+            .with_layer(&UserAgentLayer(ua))
             .build();
         Ok(KubeMirrorClient { client })
     }
@@ -139,10 +139,6 @@ impl KubeMirrorClient {
 }
 
 /// A layer that sets the User-Agent header on every request.
-fn tower_http_ua(ua: String) -> UserAgentLayer {
-    UserAgentLayer(ua)
-}
-
 #[derive(Clone)]
 pub struct UserAgentLayer(String);
 

@@ -111,10 +111,12 @@ mod tests {
         let l = n.metadata.labels.unwrap();
         assert_eq!(l["kubernetes.io/hostname"], "node-a");
         assert_eq!(l["kubernetes.io/os"], "linux");
-        assert!(
-            ["amd64", "arm64"].contains(&l["kubernetes.io/arch"].as_str())
-                || !l["kubernetes.io/arch"].is_empty()
-        );
+        assert_eq!(l["kubernetes.io/arch"], kube_arch());
+        // Kubernetes names, not Rust's.
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(kube_arch(), "amd64");
+        #[cfg(target_arch = "aarch64")]
+        assert_eq!(kube_arch(), "arm64");
     }
 
     #[test]

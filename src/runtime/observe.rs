@@ -60,23 +60,6 @@ impl Observation {
                 .collect(),
         }
     }
-
-    /// A short fingerprint of the runtime state: changes whenever a sandbox
-    /// or container appears, goes, or changes state.
-    pub fn fingerprint(&self) -> String {
-        let mut parts: Vec<String> = self
-            .sandboxes
-            .iter()
-            .map(|s| format!("s:{}:{:?}", s.id, s.state))
-            .chain(
-                self.containers
-                    .iter()
-                    .map(|c| format!("c:{}:{:?}", c.id, c.state)),
-            )
-            .collect();
-        parts.sort();
-        parts.join(",")
-    }
 }
 
 fn by_uid(uid: &str) -> super::Labels {
