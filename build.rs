@@ -1,19 +1,33 @@
-//! Compiles our CRI subset with protox (a pure-Rust protobuf compiler), so a
-//! machine without `protoc` builds the crate.
+//! Compiles the protos with protox (a pure-Rust protobuf compiler), so a
+//! machine without `protoc` builds the crate: our CRI subset (client only)
+//! and crilet's own stats API (server and client, plus the descriptor set
+//! that gRPC reflection serves).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let protos = ["cri/runtime/v1/api.proto"];
-    for p in &protos {
+    let cri = "cri/runtime/v1/api.proto";
+    let stats = "crilet/stats/v1/stats.proto";
+    for p in [cri, stats] {
         println!(
             "cargo:rerun-if-changed={}",
             Path::new("proto").join(p).display()
         );
     }
-    let fds = protox::compile(protos, ["proto"])?;
+    let fds = protox::compile([cri], ["proto"])?;
     tonic_prost_build::configure()
         .build_server(false)
+        .build_client(true)
+        .compile_fds(fds)?;
+
+    let out = PathBuf::from(std::env::var("OUT_DIR")?);
+    let fds = protox::compile([stats], ["proto"])?;
+    std::fs::write(
+        out.join("crilet_stats_descriptor.bin"),
+        prost::Message::encode_to_vec(&fds),
+    )?;
+    tonic_prost_build::configure()
+        .build_server(true)
         .build_client(true)
         .compile_fds(fds)?;
     Ok(())

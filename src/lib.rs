@@ -9,6 +9,7 @@ pub mod images;
 pub mod mirror;
 pub mod pod;
 pub mod runtime;
+pub mod stats;
 
 /// Generated CRI messages and clients. Only `runtime::cri` and
 /// `runtime::convert` use them: the rest of the crate speaks domain types.
@@ -17,6 +18,21 @@ pub(crate) mod proto {
         pub mod v1 {
             #![allow(clippy::all, clippy::pedantic)]
             tonic::include_proto!("runtime.v1");
+        }
+    }
+}
+
+/// crilet's own stats API (`proto/crilet/stats/v1/stats.proto`): the server
+/// in `stats::grpc`, the client for the CLI and tests.
+pub mod api {
+    pub mod stats {
+        pub mod v1 {
+            #![allow(clippy::all, clippy::pedantic)]
+            tonic::include_proto!("crilet.stats.v1");
+
+            /// The encoded descriptor set that gRPC reflection serves.
+            pub const FILE_DESCRIPTOR_SET: &[u8] =
+                include_bytes!(concat!(env!("OUT_DIR"), "/crilet_stats_descriptor.bin"));
         }
     }
 }

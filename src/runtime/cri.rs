@@ -45,6 +45,13 @@ pub struct CriRuntime {
     runtime: RuntimeServiceClient<Channel>,
     images: ImageServiceClient<Channel>,
     options: RuntimeOptions,
+    observer: Option<std::sync::Arc<dyn OperationObserver>>,
+}
+
+/// Told of every CRI call: its method name, how long it took, and whether
+/// it succeeded (the metrics).
+pub trait OperationObserver: Send + Sync + std::fmt::Debug {
+    fn observe(&self, op: &'static str, elapsed: Duration, ok: bool);
 }
 
 impl CriRuntime {
@@ -77,7 +84,14 @@ impl CriRuntime {
             runtime,
             images,
             options,
+            observer: None,
         })
+    }
+
+    /// Reports every call to `observer` from now on.
+    pub fn with_observer(mut self, observer: std::sync::Arc<dyn OperationObserver>) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     pub fn endpoint(&self) -> &Endpoint {
@@ -94,6 +108,18 @@ impl CriRuntime {
     /// grpc-timeout header: a peer that never answers (or is not gRPC at
     /// all) must not hold the caller past the deadline.
     async fn call<T, F>(&self, op: &'static str, timeout: Duration, fut: F) -> Result<T>
+    where
+        F: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let started = std::time::Instant::now();
+        let result = self.call_inner(op, timeout, fut).await;
+        if let Some(o) = &self.observer {
+            o.observe(op, started.elapsed(), result.is_ok());
+        }
+        result
+    }
+
+    async fn call_inner<T, F>(&self, op: &'static str, timeout: Duration, fut: F) -> Result<T>
     where
         F: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
     {

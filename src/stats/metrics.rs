@@ -1,0 +1,208 @@
+//! Prometheus metrics under the kubelet's names where the kubelet has one:
+//! `kubelet_running_pods`, `kubelet_running_containers{container_state}`,
+//! `kubelet_mirror_pods`, `kubelet_runtime_operations_total`,
+//! `kubelet_runtime_operations_errors_total` and
+//! `kubelet_runtime_operations_duration_seconds` (by `operation_type`).
+//!
+//! Runtime operations are counted as they happen (the CRI adapter reports
+//! each call); the gauges are set from the snapshots at scrape time.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use super::StatsSources;
+use crate::runtime::cri::OperationObserver;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Operation {
+    operation_type: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ContainerState {
+    container_state: String,
+}
+
+fn duration_histogram() -> Histogram {
+    // 5 ms to ~20 s, like the kubelet's runtime operation buckets.
+    Histogram::new(exponential_buckets(0.005, 2.5, 10))
+}
+
+pub struct Metrics {
+    registry: Registry,
+    operations: Family<Operation, Counter>,
+    errors: Family<Operation, Counter>,
+    durations: Family<Operation, Histogram, fn() -> Histogram>,
+    running_pods: Gauge,
+    running_containers: Family<ContainerState, Gauge>,
+    mirror_pods: Gauge,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let operations = Family::<Operation, Counter>::default();
+        let errors = Family::<Operation, Counter>::default();
+        let durations = Family::<Operation, Histogram, fn() -> Histogram>::new_with_constructor(
+            duration_histogram as fn() -> Histogram,
+        );
+        let running_pods = Gauge::default();
+        let running_containers = Family::<ContainerState, Gauge>::default();
+        let mirror_pods = Gauge::default();
+        registry.register(
+            "kubelet_runtime_operations",
+            "Cumulative number of runtime operations by operation type.",
+            operations.clone(),
+        );
+        registry.register(
+            "kubelet_runtime_operations_errors",
+            "Cumulative number of runtime operation errors by operation type.",
+            errors.clone(),
+        );
+        registry.register(
+            "kubelet_runtime_operations_duration_seconds",
+            "Duration in seconds of runtime operations, by operation type.",
+            durations.clone(),
+        );
+        registry.register(
+            "kubelet_running_pods",
+            "Number of pods that have a running pod sandbox.",
+            running_pods.clone(),
+        );
+        registry.register(
+            "kubelet_running_containers",
+            "Number of containers currently running.",
+            running_containers.clone(),
+        );
+        registry.register(
+            "kubelet_mirror_pods",
+            "Number of mirror pods crilet holds for its static pods.",
+            mirror_pods.clone(),
+        );
+        Metrics {
+            registry,
+            operations,
+            errors,
+            durations,
+            running_pods,
+            running_containers,
+            mirror_pods,
+        }
+    }
+
+    /// Sets the gauges from the snapshots and renders the text format.
+    pub fn render(&self, sources: &StatsSources) -> String {
+        let view = sources.view();
+        self.mirror_pods
+            .set(view.manager.get_mirror_pods().len() as i64);
+        if let Some(sample) = sources.sample() {
+            self.running_pods.set(sample.pods.len() as i64);
+            for (state, n) in &sample.container_states {
+                self.running_containers
+                    .get_or_create(&ContainerState {
+                        container_state: state.clone(),
+                    })
+                    .set(*n as i64);
+            }
+        }
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// The kubelet's operation_type for a CRI method: `RunPodSandbox` →
+/// `run_podsandbox`, `ImageFsInfo` → `image_fs_info`.
+pub fn operation_type(op: &str) -> String {
+    let op = op.replace("PodSandbox", "Podsandbox");
+    let mut out = String::with_capacity(op.len() + 4);
+    for (i, ch) in op.chars().enumerate() {
+        if ch.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(ch.to_ascii_lowercase());
+        } else {
+            out.push(ch);
+        }
+    }
+    out
+}
+
+impl OperationObserver for Metrics {
+    fn observe(&self, op: &'static str, elapsed: Duration, ok: bool) {
+        let label = Operation {
+            operation_type: operation_type(op),
+        };
+        self.operations.get_or_create(&label).inc();
+        if !ok {
+            self.errors.get_or_create(&label).inc();
+        }
+        self.durations
+            .get_or_create(&label)
+            .observe(elapsed.as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operation_types_are_the_kubelets() {
+        for (op, want) in [
+            ("RunPodSandbox", "run_podsandbox"),
+            ("ListPodSandbox", "list_podsandbox"),
+            ("ListPodSandboxStats", "list_podsandbox_stats"),
+            ("PodSandboxStatus", "podsandbox_status"),
+            ("ImageFsInfo", "image_fs_info"),
+            ("ListContainers", "list_containers"),
+            ("ExecSync", "exec_sync"),
+            ("Version", "version"),
+        ] {
+            assert_eq!(operation_type(op), want);
+        }
+    }
+
+    #[test]
+    fn observed_operations_render_with_kubelet_names() {
+        let m = Metrics::new();
+        m.observe("RunPodSandbox", Duration::from_millis(60), true);
+        m.observe("RunPodSandbox", Duration::from_millis(70), false);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &m.registry).unwrap();
+        assert!(
+            out.contains("kubelet_runtime_operations_total{operation_type=\"run_podsandbox\"} 2"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "kubelet_runtime_operations_errors_total{operation_type=\"run_podsandbox\"} 1"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("kubelet_runtime_operations_duration_seconds_count{operation_type=\"run_podsandbox\"} 2"),
+            "{out}"
+        );
+    }
+}
