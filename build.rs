@@ -26,9 +26,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         out.join("crilet_stats_descriptor.bin"),
         prost::Message::encode_to_vec(&fds),
     )?;
+    // Serialize: the CLI prints replies as JSON or YAML, in proto3 JSON's
+    // lowerCamelCase names.
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)
+        .type_attribute(
+            ".crilet.stats.v1",
+            "#[derive(serde::Serialize)] #[serde(rename_all = \"camelCase\")]",
+        )
         .compile_fds(fds)?;
     Ok(())
 }

@@ -111,6 +111,8 @@ impl Agent {
             ])
             .arg("--root-dir")
             .arg(root)
+            .arg("--socket")
+            .arg(root.join("crilet.sock"))
             .env("CRILET_LOG", "warn")
             .stdout(Stdio::null())
             .spawn()

@@ -57,6 +57,8 @@ async fn main() {
         ])
         .arg("--root-dir")
         .arg(scratch.path().join("root"))
+        .arg("--socket")
+        .arg(scratch.path().join("crilet.sock"))
         .env("CRILET_LOG", "warn")
         .stdout(Stdio::null())
         .spawn()

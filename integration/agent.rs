@@ -91,6 +91,8 @@ impl AgentProcess {
             .arg(self.root.path())
             .args(["--cgroup-root", &format!("/{CGROUP_ROOT_NAME}")])
             .args(["--node-ip", "127.0.0.1"])
+            .arg("--socket")
+            .arg(self.socket())
             .args(&self.extra_args)
             .env("CRILET_LOG", "info")
             .stdin(Stdio::null())
@@ -99,6 +101,11 @@ impl AgentProcess {
             .spawn()
             .expect("start crilet run");
         self.child = Some(child);
+    }
+
+    /// The agent's gRPC socket (in its root directory).
+    pub fn socket(&self) -> PathBuf {
+        self.root.path().join("crilet.sock")
     }
 
     pub fn write(&self, file: &str, manifest: &str) {

@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use crilet::agent::config::{LogFormat, RunArgs};
-use crilet::cli::{OutputFormat, duration::parse_duration, runtime_info};
+use crilet::cli::{OutputFormat, agent_client, duration::parse_duration, runtime_info};
 use crilet::images::disk::Statvfs;
 use crilet::runtime::{CriRuntime, DEFAULT_ENDPOINT, RuntimeError, RuntimeOptions};
 
@@ -25,7 +25,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the agent: static pods from --pod-manifest-path on the CRI runtime.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Show the runtime's name, version, conditions, image filesystem and images.
     RuntimeInfo {
         /// The CRI endpoint (unix socket).
@@ -38,6 +38,55 @@ enum Command {
         #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
         output: OutputFormat,
     },
+    /// List the pods the running agent manages, with static and mirror UIDs.
+    Pods(AgentArgs),
+    /// Show CPU, memory, rootfs and log usage per container, of one pod
+    /// (NAMESPACE/NAME, NAME in default, or a static or mirror UID) or all.
+    Stats {
+        /// The pod; all pods when omitted.
+        pod: Option<String>,
+        #[command(flatten)]
+        agent: AgentArgs,
+    },
+    /// Show the node and pod summary (the kubelet Summary API's content).
+    Summary(AgentArgs),
+}
+
+/// How the operator commands reach the agent.
+#[derive(clap::Args)]
+struct AgentArgs {
+    /// The agent's socket (`crilet run --socket`).
+    #[arg(long, env = "CRILET_SOCKET", default_value = crilet::stats::grpc::DEFAULT_SOCKET)]
+    socket: std::path::PathBuf,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
+    output: OutputFormat,
+}
+
+/// Prints `value` as a table (via `table`), JSON or YAML.
+fn print_as<T: serde::Serialize>(
+    output: OutputFormat,
+    value: &T,
+    table: impl FnOnce(&T) -> String,
+) -> anyhow::Result<()> {
+    match output {
+        OutputFormat::Table => print!("{}", table(value)),
+        OutputFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(value).context("encoding JSON")?
+        ),
+        OutputFormat::Yaml => print!(
+            "{}",
+            serde_saphyr::to_string(value).context("encoding YAML")?
+        ),
+    }
+    Ok(())
+}
+
+fn now_unix_nano() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
 }
 
 /// Logs go to stderr; CRILET_LOG (an env-filter) overrides the level.
@@ -56,7 +105,7 @@ fn init_logging(format: LogFormat, default_level: &str) {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Run(args) => run_agent(args).await,
+        Command::Run(args) => run_agent(*args).await,
         Command::RuntimeInfo {
             container_runtime_endpoint,
             runtime_request_timeout,
@@ -68,14 +117,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let rt = CriRuntime::connect_lazy(&container_runtime_endpoint, options)?;
             let info = runtime_info::gather(&rt, &container_runtime_endpoint, &Statvfs).await?;
-            match output {
-                OutputFormat::Table => print!("{}", runtime_info::render_table(&info)),
-                OutputFormat::Json => println!(
-                    "{}",
-                    serde_json::to_string_pretty(&info).context("encoding JSON")?
-                ),
-            }
-            Ok(())
+            print_as(output, &info, runtime_info::render_table)
+        }
+        Command::Pods(a) => {
+            let pods = agent_client::pods(&a.socket).await?;
+            print_as(a.output, &pods, |p| {
+                agent_client::render_pods(p, now_unix_nano())
+            })
+        }
+        Command::Stats { pod, agent: a } => {
+            let stats = agent_client::stats(&a.socket, pod.as_deref()).await?;
+            print_as(a.output, &stats, |s| agent_client::render_stats(s))
+        }
+        Command::Summary(a) => {
+            let summary = agent_client::summary(&a.socket).await?;
+            print_as(a.output, &summary, agent_client::render_summary)
         }
     }
 }
@@ -84,22 +140,50 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 /// left running, as the kubelet leaves them.
 async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     use crilet::agent::{Agent, node};
+    use crilet::mirror::manager::AgentView;
     use crilet::runtime::mapping::NodeContext;
+    use crilet::runtime::worker::StatusCache;
     use crilet::runtime::{Runtime, cgroup::CGROUP_ROOT};
     use std::sync::Arc;
 
     let settings = crilet::agent::config::load(&args)?;
     let node_name = node::node_name(settings.hostname_override.as_deref())
         .context("determining the node name")?;
+    let metrics = Arc::new(crilet::stats::metrics::Metrics::new());
     let runtime = CriRuntime::connect_lazy(
         &settings.container_runtime_endpoint,
         RuntimeOptions {
             request_timeout: settings.runtime_request_timeout,
             ..RuntimeOptions::default()
         },
-    )?;
+    )?
+    .with_observer(metrics.clone());
+    // Bind the API listeners before anything else, so that a taken socket
+    // or port fails the start instead of surfacing later.
+    let listeners = stats_server::bind(&settings.serve).await?;
     let cancel = tokio_util::sync::CancellationToken::new();
     spawn_signal_handler(cancel.clone());
+    let runtime = Arc::new(runtime) as Arc<dyn Runtime>;
+    // The API answers from the start, even while the runtime is down: the
+    // agent's view and the samples fill in once it is up.
+    let (view_tx, view_rx) = tokio::sync::watch::channel(Arc::new(AgentView::default()));
+    let (samples_tx, samples) = tokio::sync::watch::channel(None);
+    let statuses = StatusCache::default();
+    let sources = crilet::stats::StatsSources {
+        view: view_rx,
+        statuses: statuses.clone(),
+        samples,
+    };
+    let servers = stats_server::spawn(listeners, sources, metrics, cancel.clone());
+    let collector = crilet::stats::collector::Collector {
+        runtime: Arc::clone(&runtime),
+        disk: Arc::new(Statvfs),
+        node_name: node_name.clone(),
+        root_dir: settings.root_dir.clone(),
+        proc_root: std::path::PathBuf::from("/proc"),
+        period: settings.serve.stats_period,
+    };
+    tokio::spawn(collector.run(samples_tx, cancel.clone()));
     // Like the kubelet, wait for the runtime rather than give up on it.
     let version = loop {
         match runtime.version().await {
@@ -107,7 +191,12 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
             Err(e) => {
                 tracing::error!(error = %e, "container runtime not answering; retrying in 5s");
                 tokio::select! {
-                    _ = cancel.cancelled() => return Ok(()),
+                    _ = cancel.cancelled() => {
+                        for server in servers {
+                            let _ = server.await;
+                        }
+                        return Ok(());
+                    }
                     _ = tokio::time::sleep(Duration::from_secs(5)) => {}
                 }
             }
@@ -129,7 +218,8 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         memory_capacity: node::read_memory_capacity(),
     };
     let agent = Agent {
-        runtime: Arc::new(runtime) as Arc<dyn Runtime>,
+        runtime,
+        statuses,
         runtime_name: version.runtime_name.clone(),
         node,
         pod_manifest_path: settings.pod_manifest_path.clone(),
@@ -140,6 +230,17 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     let node_name = agent.node.node_name.clone();
     let node_ip = agent.node.host_ip.clone();
     let (handles, join) = agent.start(cancel.clone());
+    // Forward the sync loop's view to the API servers.
+    let mut agent_view = handles.view.clone();
+    tokio::spawn(async move {
+        loop {
+            let view = Arc::clone(&agent_view.borrow_and_update());
+            view_tx.send_replace(view);
+            if agent_view.changed().await.is_err() {
+                return;
+            }
+        }
+    });
     use crilet::mirror::client::{
         KubeMirrorClient, MirrorClient, SERVICE_ACCOUNT_TOKEN, in_cluster_available,
     };
@@ -178,7 +279,97 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         }
     }
     join.await.context("the sync loop stopped unexpectedly")?;
+    // Let the servers finish (and remove the socket) after the loop stops.
+    for server in servers {
+        let _ = server.await;
+    }
     Ok(())
+}
+
+/// The API listeners of `crilet run`: bound at start, served once the
+/// agent's handles exist.
+mod stats_server {
+    use std::sync::Arc;
+
+    use anyhow::Context;
+    use crilet::agent::config::ServeSettings;
+    use crilet::stats::grpc::{self, StatsApi, TlsFiles};
+    use crilet::stats::http::{self, HttpApi};
+    use crilet::stats::{StatsSources, metrics::Metrics};
+    use tokio_util::sync::CancellationToken;
+
+    pub struct Listeners {
+        unix: (tokio::net::UnixListener, std::path::PathBuf),
+        tcp: Option<(tokio::net::TcpListener, tonic::transport::ServerTlsConfig)>,
+        http: Option<tokio::net::TcpListener>,
+    }
+
+    pub async fn bind(s: &ServeSettings) -> anyhow::Result<Listeners> {
+        let unix = grpc::bind_unix(&s.socket).await?;
+        let tcp = match (&s.grpc_address, &s.tls_cert_file, &s.tls_private_key_file) {
+            (Some(addr), Some(cert), Some(key)) => Some(
+                grpc::bind_tcp(
+                    addr,
+                    &TlsFiles {
+                        cert: cert.clone(),
+                        key: key.clone(),
+                        client_ca: s.client_ca_file.clone(),
+                    },
+                )
+                .await?,
+            ),
+            _ => None,
+        };
+        let http = match s.http_address {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("--http-address {addr}"))?,
+            ),
+            None => None,
+        };
+        tracing::info!(
+            socket = %s.socket.display(),
+            grpc_address = s.grpc_address.as_deref().unwrap_or("-"),
+            http_address = %s.http_address.map_or("-".to_string(), |a| a.to_string()),
+            "serving the stats API"
+        );
+        Ok(Listeners {
+            unix: (unix, s.socket.clone()),
+            tcp,
+            http,
+        })
+    }
+
+    pub fn spawn(
+        l: Listeners,
+        sources: StatsSources,
+        metrics: Arc<Metrics>,
+        cancel: CancellationToken,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        let api = StatsApi::new(sources.clone());
+        let mut tasks = Vec::new();
+        let (listener, path) = l.unix;
+        let (a, c) = (api.clone(), cancel.clone());
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = grpc::serve_unix(listener, path, a, c).await {
+                tracing::error!(error = %e, "the stats socket stopped");
+            }
+        }));
+        if let Some((listener, tls)) = l.tcp {
+            let (a, c) = (api.clone(), cancel.clone());
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = grpc::serve_tcp(listener, tls, a, c).await {
+                    tracing::error!(error = %e, "the TCP gRPC listener stopped");
+                }
+            }));
+        }
+        if let Some(listener) = l.http {
+            let api = HttpApi { sources, metrics };
+            tasks.push(tokio::spawn(http::serve(listener, api, cancel)));
+        }
+        tasks
+    }
 }
 
 fn spawn_signal_handler(cancel: tokio_util::sync::CancellationToken) {

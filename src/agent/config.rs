@@ -55,6 +55,29 @@ pub struct RunArgs {
     /// mirror pods on the API server. Without it crilet runs standalone.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// crilet's gRPC API (stats, pods) on this unix socket, mode 0600.
+    #[arg(long)]
+    pub socket: Option<PathBuf>,
+    /// How often pod, container and node stats are sampled (Go duration).
+    #[arg(long, value_parser = parse_duration)]
+    pub stats_period: Option<Duration>,
+    /// Serve /stats/summary, /metrics, /healthz and /pods over plain HTTP on
+    /// HOST:PORT (":PORT" means loopback). Off unless set.
+    #[arg(long)]
+    pub http_address: Option<String>,
+    /// Also serve the gRPC API on this TCP HOST:PORT, with TLS only (needs
+    /// --tls-cert-file and --tls-private-key-file).
+    #[arg(long)]
+    pub grpc_address: Option<String>,
+    /// PEM certificate (chain) of the TCP gRPC listener.
+    #[arg(long)]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of the TCP gRPC listener.
+    #[arg(long)]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Require TCP gRPC clients to present a certificate signed by this CA.
+    #[arg(long)]
+    pub client_ca_file: Option<PathBuf>,
 }
 
 /// The fields of a KubeletConfiguration that crilet honours.
@@ -69,6 +92,33 @@ pub struct ConfigFile {
     pub runtime_request_timeout: Option<String>,
     pub cgroup_root: Option<String>,
     pub logging: Option<LoggingConfig>,
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_private_key_file: Option<PathBuf>,
+    pub authentication: Option<AuthenticationConfig>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct AuthenticationConfig {
+    pub x509: Option<X509Config>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct X509Config {
+    #[serde(rename = "clientCAFile")]
+    pub client_ca_file: Option<PathBuf>,
+}
+
+/// Where and how crilet serves its APIs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServeSettings {
+    pub socket: PathBuf,
+    pub stats_period: Duration,
+    pub http_address: Option<std::net::SocketAddr>,
+    pub grpc_address: Option<String>,
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_private_key_file: Option<PathBuf>,
+    pub client_ca_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -89,6 +139,7 @@ pub struct Settings {
     pub cgroup_root: String,
     pub log_format: LogFormat,
     pub kubeconfig: Option<PathBuf>,
+    pub serve: ServeSettings,
 }
 
 pub const DEFAULT_ROOT_DIR: &str = "/var/lib/crilet";
@@ -99,6 +150,8 @@ pub const DEFAULT_RUNTIME_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 pub enum ConfigError {
     #[error("config file {path}: {message}")]
     File { path: String, message: String },
+    #[error("{message}")]
+    Flag { message: String },
 }
 
 /// Parses a config file's text (pure); `origin` names it in errors.
@@ -172,6 +225,64 @@ pub fn resolve(args: &RunArgs, file: &ConfigFile, origin: &str) -> Result<Settin
             .or(file.logging.as_ref().and_then(|l| l.format))
             .unwrap_or_default(),
         kubeconfig: args.kubeconfig.clone(),
+        serve: resolve_serve(args, file)?,
+    })
+}
+
+fn flag_error(message: String) -> ConfigError {
+    ConfigError::Flag { message }
+}
+
+/// The API settings: the TCP listener only with TLS, a sane stats period.
+fn resolve_serve(args: &RunArgs, file: &ConfigFile) -> Result<ServeSettings, ConfigError> {
+    let stats_period = args
+        .stats_period
+        .unwrap_or(crate::stats::collector::DEFAULT_STATS_PERIOD);
+    if stats_period < Duration::from_millis(100) {
+        return Err(flag_error(format!(
+            "--stats-period {stats_period:?} is too short (at least 100ms)"
+        )));
+    }
+    let http_address = args
+        .http_address
+        .as_deref()
+        .map(|a| {
+            crate::stats::http::parse_address(a)
+                .map_err(|e| flag_error(format!("--http-address: {e}")))
+        })
+        .transpose()?;
+    let tls_cert_file = args
+        .tls_cert_file
+        .clone()
+        .or_else(|| file.tls_cert_file.clone());
+    let tls_private_key_file = args
+        .tls_private_key_file
+        .clone()
+        .or_else(|| file.tls_private_key_file.clone());
+    let client_ca_file = args.client_ca_file.clone().or_else(|| {
+        file.authentication
+            .as_ref()
+            .and_then(|a| a.x509.as_ref())
+            .and_then(|x| x.client_ca_file.clone())
+    });
+    if let Some(addr) = &args.grpc_address {
+        if tls_cert_file.is_none() || tls_private_key_file.is_none() {
+            return Err(flag_error(format!(
+                "--grpc-address {addr} serves TLS only: --tls-cert-file and --tls-private-key-file are required"
+            )));
+        }
+    }
+    Ok(ServeSettings {
+        socket: args
+            .socket
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(crate::stats::grpc::DEFAULT_SOCKET)),
+        stats_period,
+        http_address,
+        grpc_address: args.grpc_address.clone(),
+        tls_cert_file,
+        tls_private_key_file,
+        client_ca_file,
     })
 }
 
@@ -268,5 +379,63 @@ mod tests {
         };
         let err = load(&args).unwrap_err().to_string();
         assert!(err.contains("/no/such/crilet.yaml"), "{err}");
+    }
+
+    #[test]
+    fn serve_settings_default_to_the_socket_only() {
+        let s = resolve(&RunArgs::default(), &ConfigFile::default(), "")
+            .unwrap()
+            .serve;
+        assert_eq!(s.socket, PathBuf::from("/run/crilet/crilet.sock"));
+        assert_eq!(s.stats_period, Duration::from_secs(10));
+        assert_eq!(s.http_address, None);
+        assert_eq!(s.grpc_address, None);
+    }
+
+    #[test]
+    fn the_tcp_listener_needs_tls_and_bad_serve_flags_are_named() {
+        let no_tls = RunArgs {
+            grpc_address: Some("127.0.0.1:10250".into()),
+            ..Default::default()
+        };
+        let err = resolve(&no_tls, &ConfigFile::default(), "")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--grpc-address") && err.contains("--tls-cert-file"),
+            "{err}"
+        );
+
+        let f = parse_config_file(
+            "k.yaml",
+            "tlsCertFile: /etc/crilet/tls.crt\ntlsPrivateKeyFile: /etc/crilet/tls.key\nauthentication:\n  x509:\n    clientCAFile: /etc/crilet/ca.crt\n",
+        )
+        .unwrap();
+        let s = resolve(&no_tls, &f, "k.yaml").unwrap().serve;
+        assert_eq!(s.tls_cert_file, Some("/etc/crilet/tls.crt".into()));
+        assert_eq!(s.client_ca_file, Some("/etc/crilet/ca.crt".into()));
+
+        let short = RunArgs {
+            stats_period: Some(Duration::from_millis(10)),
+            ..Default::default()
+        };
+        let err = resolve(&short, &ConfigFile::default(), "")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--stats-period"), "{err}");
+        let bad_http = RunArgs {
+            http_address: Some("localhost".into()),
+            ..Default::default()
+        };
+        let err = resolve(&bad_http, &ConfigFile::default(), "")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--http-address"), "{err}");
+        let http = RunArgs {
+            http_address: Some(":10255".into()),
+            ..Default::default()
+        };
+        let s = resolve(&http, &ConfigFile::default(), "").unwrap().serve;
+        assert_eq!(s.http_address, Some("127.0.0.1:10255".parse().unwrap()));
     }
 }

@@ -50,6 +50,8 @@ pub struct Agent {
     pub pod_manifest_path: Option<PathBuf>,
     pub file_check_frequency: Duration,
     pub cgroup_fs: PathBuf,
+    /// Where workers write pod statuses (shared with the API servers).
+    pub statuses: StatusCache,
 }
 
 impl Agent {
@@ -72,7 +74,7 @@ impl Agent {
             tracing::warn!("no --pod-manifest-path: crilet has no pod source and will run nothing");
         }
         drop(sets_tx);
-        let statuses: StatusCache = Default::default();
+        let statuses = self.statuses.clone();
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         let (status_tx, status_rx) = watch::channel(());
         let ctx = Arc::new(WorkerContext {

@@ -1,6 +1,7 @@
 //! Command implementations behind the `crilet` binary. Each returns its
 //! output as data or text so that tests can drive it without a terminal.
 
+pub mod agent_client;
 pub mod duration;
 pub mod runtime_info;
 
@@ -10,6 +11,7 @@ pub enum OutputFormat {
     #[default]
     Table,
     Json,
+    Yaml,
 }
 
 /// Bytes in the units `df -h` uses (powers of 1024).

@@ -42,13 +42,8 @@ pub struct Collector {
 }
 
 impl Collector {
-    /// Starts the collector; the receiver sees each new sample.
-    pub fn spawn(self, cancel: CancellationToken) -> (SampleCache, tokio::task::JoinHandle<()>) {
-        let (tx, rx) = watch::channel(None);
-        (rx, tokio::spawn(self.run(tx, cancel)))
-    }
-
-    async fn run(self, tx: watch::Sender<Option<Arc<Sample>>>, cancel: CancellationToken) {
+    /// Samples every period until `cancel`, publishing into `tx`.
+    pub async fn run(self, tx: watch::Sender<Option<Arc<Sample>>>, cancel: CancellationToken) {
         let mut sandbox_stats = true;
         let mut failures = 0u32;
         let mut ticker = tokio::time::interval(self.period);
