@@ -14,4 +14,6 @@ mod bad_endpoint;
 mod cli;
 mod cri;
 mod mirror;
+mod stats;
+mod stats_api;
 mod support;
