@@ -27,6 +27,7 @@ setsid ./target/release/crilet run \
   --pod-manifest-path "$ROOT/examples/static-pods" \
   --root-dir "$STATE/crilet-root" \
   --cgroup-root /crilet \
+  --socket "$STATE/crilet.sock" --stats-period 2s --http-address 127.0.0.1:10255 \
   </dev/null >>"$STATE/crilet.log" 2>&1 &
 echo $! >"$STATE/crilet.pid"
 
@@ -44,12 +45,22 @@ done
 echo
 say "GET http://127.0.0.1:8080/ (the web pod, on the node's network):"
 busybox wget -qO- http://127.0.0.1:8080/ || true
+echo
+# Two stats samples give CPU rates; the period is 2 s here (10 s by default).
+sleep 4.5
+say "crilet pods / crilet stats (the agent's own API, on $STATE/crilet.sock):"
+./target/release/crilet pods --socket "$STATE/crilet.sock"
+echo
+./target/release/crilet stats --socket "$STATE/crilet.sock"
 cat >&2 <<MSG
 
 Look around:
   tail -f $STATE/crilet.log                       # one line per decision
   ls $STATE/crilet-root/logs/                     # container logs, <ns>_<name>_<uid>/<container>/<n>.log
   target/release/crilet runtime-info --container-runtime-endpoint $EP
+  target/release/crilet pods --socket $STATE/crilet.sock          # or stats, summary; -o json|yaml
+  grpcurl -plaintext -unix $STATE/crilet.sock list                # if grpcurl is installed
+  busybox wget -qO- http://127.0.0.1:10255/stats/summary          # the kubelet Summary API JSON
   crictl --runtime-endpoint $EP pods              # if crictl is installed
 Edit or remove a file in examples/static-pods/ and crilet follows within a second.
 Stop everything:

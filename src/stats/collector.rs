@@ -211,6 +211,131 @@ fn dir_usage(dir: &Path) -> Option<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::images::disk::Statvfs;
+    use crate::runtime::labels::PodSandboxLabels;
+    use crate::runtime::{
+        ContainerConfig, ContainerMetadata, FakeRuntime, PodSandboxConfig, PodSandboxMetadata,
+    };
+
+    /// A fake runtime holding one kubelet-labelled pod with one running container.
+    async fn runtime_with_a_pod() -> Arc<FakeRuntime> {
+        let rt = Arc::new(FakeRuntime::new());
+        let sl = PodSandboxLabels {
+            pod_name: "web-n1".into(),
+            pod_namespace: "default".into(),
+            pod_uid: "u1".into(),
+            pod_labels: Default::default(),
+            pod_annotations: Default::default(),
+        };
+        let sandbox = PodSandboxConfig {
+            metadata: PodSandboxMetadata {
+                name: "web-n1".into(),
+                uid: "u1".into(),
+                namespace: "default".into(),
+                attempt: 0,
+            },
+            labels: sl.to_labels(),
+            annotations: sl.to_annotations(),
+            ..Default::default()
+        };
+        let cl = ContainerLabels {
+            pod_name: "web-n1".into(),
+            pod_namespace: "default".into(),
+            pod_uid: "u1".into(),
+            container_name: "app".into(),
+            hash: 1,
+            restart_count: 0,
+            termination_message_path: "/dev/termination-log".into(),
+            termination_message_policy: "File".into(),
+            termination_grace_period: None,
+            deletion_grace_period: None,
+        };
+        let config = ContainerConfig {
+            metadata: ContainerMetadata {
+                name: "app".into(),
+                attempt: 0,
+            },
+            image: "busybox".into(),
+            labels: cl.to_labels(),
+            annotations: cl.to_annotations(),
+            ..Default::default()
+        };
+        rt.add_image("busybox", 1000);
+        let sb = rt.run_pod_sandbox(&sandbox).await.unwrap();
+        let c = rt.create_container(&sb, &config, &sandbox).await.unwrap();
+        rt.start_container(&c).await.unwrap();
+        rt
+    }
+
+    fn collector(rt: Arc<FakeRuntime>, root: &Path) -> Collector {
+        Collector {
+            runtime: rt,
+            disk: Arc::new(Statvfs),
+            node_name: "n1".into(),
+            root_dir: root.to_path_buf(),
+            proc_root: PathBuf::from("/proc"),
+            period: DEFAULT_STATS_PERIOD,
+        }
+    }
+
+    #[tokio::test]
+    async fn without_sandbox_stats_the_collector_falls_back_for_good() {
+        let rt = runtime_with_a_pod().await;
+        let root = tempfile::tempdir().unwrap();
+        let c = collector(rt.clone(), root.path());
+        let mut supported = true;
+        rt.fail_next(
+            "ListPodSandboxStats",
+            tonic::Status::unimplemented("not here"),
+        );
+        let s = c.round(None, &mut supported).await.unwrap();
+        assert!(!supported);
+        let pod = &s.pods["u1"];
+        assert_eq!(pod.containers.len(), 1);
+        assert!(pod.cpu.is_some(), "summed from the container");
+        assert!(pod.process_stats.is_none(), "only sandbox stats have it");
+        let calls = |rt: &FakeRuntime| {
+            rt.ops()
+                .iter()
+                .filter(|op| **op == "ListPodSandboxStats")
+                .count()
+        };
+        let before = calls(&rt);
+        c.round(Some(&s), &mut supported).await.unwrap();
+        assert_eq!(calls(&rt), before, "not asked again");
+    }
+
+    #[tokio::test]
+    async fn a_transient_sandbox_stats_error_falls_back_for_one_round() {
+        let rt = runtime_with_a_pod().await;
+        let root = tempfile::tempdir().unwrap();
+        let c = collector(rt.clone(), root.path());
+        let mut supported = true;
+        rt.fail_next("ListPodSandboxStats", tonic::Status::unavailable("busy"));
+        let s = c.round(None, &mut supported).await.unwrap();
+        assert!(supported);
+        assert!(s.pods["u1"].process_stats.is_none());
+        let s = c.round(Some(&s), &mut supported).await.unwrap();
+        assert_eq!(
+            s.pods["u1"].process_stats.as_ref().unwrap().process_count,
+            Some(1)
+        );
+        assert_eq!(s.node.node_name, "n1");
+        assert!(
+            s.node.runtime.as_ref().unwrap().image_fs.is_none(),
+            "the fake's mountpoint does not exist"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failing_runtime_fails_the_round() {
+        let rt = runtime_with_a_pod().await;
+        let root = tempfile::tempdir().unwrap();
+        let c = collector(rt.clone(), root.path());
+        rt.fail_next("ListPodSandbox", tonic::Status::unavailable("down"));
+        let err = c.round(None, &mut true).await.unwrap_err();
+        assert!(err.to_string().contains("ListPodSandbox"), "{err}");
+    }
 
     #[test]
     fn dir_usage_counts_allocated_bytes_and_inodes() {

@@ -374,3 +374,7 @@ pub async fn serve_tcp(
         .await?;
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "grpc_tests.rs"]
+mod tests;
