@@ -215,7 +215,7 @@ impl SyncLoop {
         self.view_tx.send_replace(Arc::new(AgentView {
             manager: Arc::new(self.manager.clone()),
             terminating: self.terminating.values().cloned().collect(),
-            all_sources_seen: self.config.all_sources_seen(),
+            unseen_sources: self.config.unseen_sources(),
         }));
     }
 
@@ -277,6 +277,7 @@ impl SyncLoop {
             }
         };
         let mut orphans_found = false;
+        let unseen = self.config.unseen_sources();
         for (uid, summary) in &all {
             if let Some(h) = self.workers.get(uid) {
                 if self.last_relist.get(uid) != Some(summary) {
@@ -285,7 +286,9 @@ impl SyncLoop {
                 continue;
             }
             let wanted = self.manager.get_pod_by_uid(uid).is_some();
-            if !wanted && self.config.all_sources_seen() && !self.terminating.contains_key(uid) {
+            // A source that has not reported yet may still want its pods.
+            let may_delete = unseen.allows_deletion(summary.source.as_deref());
+            if !wanted && may_delete && !self.terminating.contains_key(uid) {
                 tracing::info!(uid, pod = %summary.full_name, "runtime pod that no source wants; removing it");
                 self.terminating
                     .insert(uid.clone(), summary.full_name.clone());

@@ -75,6 +75,29 @@ struct SourceState {
     rejected: BTreeSet<(String, String, String)>,
 }
 
+/// The configured sources that have not reported yet. Each holds back the
+/// deletion of its own pods only: a URL that never answered must not keep a
+/// pod removed from the manifest directory running.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnseenSources(BTreeSet<String>);
+
+impl UnseenSources {
+    pub fn new<'a>(sources: impl IntoIterator<Item = &'a str>) -> Self {
+        UnseenSources(sources.into_iter().map(String::from).collect())
+    }
+
+    /// Whether a pod nobody wants may be deleted, given the source it says
+    /// it came from (its `kubernetes.io/config.source`). A pod that names no
+    /// source waits for every source.
+    pub fn allows_deletion(&self, source: Option<&str>) -> bool {
+        match source {
+            _ if self.0.is_empty() => true,
+            Some(source) => !self.0.contains(source),
+            None => false,
+        }
+    }
+}
+
 /// The merged desired pods of all sources.
 #[derive(Debug, Default)]
 pub struct PodConfig {
@@ -206,6 +229,16 @@ impl PodConfig {
     /// SET counts). True when no source is configured.
     pub fn all_sources_seen(&self) -> bool {
         self.sources.values().all(|s| s.seen)
+    }
+
+    /// The configured sources still waiting for their first report.
+    pub fn unseen_sources(&self) -> UnseenSources {
+        UnseenSources::new(
+            self.sources
+                .iter()
+                .filter(|(_, s)| !s.seen)
+                .map(|(name, _)| name.as_str()),
+        )
     }
 
     /// The merged desired pods, sorted by full name.
@@ -543,6 +576,26 @@ mod tests {
             changes.rejected[0].to_string(),
             "/m/b.yaml: pod a_default is already defined by /m/a.yaml; ignoring this one"
         );
+    }
+
+    #[test]
+    fn an_unseen_source_holds_back_deletions_of_its_own_pods_only() {
+        let mut config = PodConfig::new(["file", "http"]);
+        let unseen = config.unseen_sources();
+        for source in [Some("file"), Some("http"), None] {
+            assert!(!unseen.allows_deletion(source), "{source:?}");
+        }
+        config.set("file", vec![]);
+        let unseen = config.unseen_sources();
+        assert!(unseen.allows_deletion(Some("file")));
+        assert!(!unseen.allows_deletion(Some("http")));
+        assert!(!unseen.allows_deletion(None), "a pod of no known source");
+        // A source that is no longer configured waits for nobody.
+        assert!(unseen.allows_deletion(Some("api")));
+        config.set("http", vec![]);
+        let unseen = config.unseen_sources();
+        assert_eq!(unseen, UnseenSources::default());
+        assert!(unseen.allows_deletion(None));
     }
 
     const SOURCES: [&str; 2] = ["file", "http"];

@@ -16,9 +16,10 @@ use k8s_openapi::api::core::v1::PodStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde_json::Value;
 
+use crate::config::merge::UnseenSources;
 use crate::pod::{
-    CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION, Pod, annotation, full_name, is_mirror_pod,
-    name, namespace, uid,
+    CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION, CONFIG_SOURCE_ANNOTATION, Pod, annotation,
+    full_name, is_mirror_pod, name, namespace, uid,
 };
 
 /// The Node a mirror pod is owned by.
@@ -85,8 +86,9 @@ pub struct MirrorInputs<'a> {
     /// Full names of static pods still terminating: their mirror stays as it
     /// is until they are done.
     pub terminating: &'a HashSet<String>,
-    /// Every source has reported once: only then may orphans be deleted.
-    pub all_sources_seen: bool,
+    /// Sources that have not reported yet: an orphaned mirror of one of
+    /// them (by its `config.source`) is not deleted.
+    pub unseen_sources: &'a UnseenSources,
     /// `None` until the Node exists: then nothing is created.
     pub node: Option<&'a NodeRef>,
 }
@@ -207,8 +209,8 @@ fn by_full_name<'p>(pods: impl Iterator<Item = &'p Pod>) -> BTreeMap<String, &'p
 /// - A mirror being deleted, outdated or not controlled by the Node is
 ///   deleted and recreated; without a Node it is only deleted (no recreate),
 ///   and its control is not checked.
-/// - A mirror without a static pod is deleted once all sources have been
-///   seen.
+/// - A mirror without a static pod is deleted once its source (all sources
+///   when it names none) has been seen.
 pub fn decide(input: &MirrorInputs) -> Vec<MirrorAction> {
     let statics = by_full_name(input.static_pods.iter());
     let taken = by_full_name(input.mirror_pods.iter());
@@ -232,15 +234,16 @@ pub fn decide(input: &MirrorInputs) -> Vec<MirrorAction> {
             _ => {}
         }
     }
-    if input.all_sources_seen {
-        let orphans = taken.iter().filter(|(full, mirror)| {
-            is_mirror_pod(mirror)
-                && !statics.contains_key(*full)
-                && !input.terminating.contains(*full)
-        });
-        for (_, mirror) in orphans {
-            actions.push(delete(mirror, DeleteReason::Orphaned, None));
-        }
+    let orphans = taken.iter().filter(|(full, mirror)| {
+        is_mirror_pod(mirror)
+            && !statics.contains_key(*full)
+            && !input.terminating.contains(*full)
+            && input
+                .unseen_sources
+                .allows_deletion(annotation(mirror, CONFIG_SOURCE_ANNOTATION))
+    });
+    for (_, mirror) in orphans {
+        actions.push(delete(mirror, DeleteReason::Orphaned, None));
     }
     sort_actions(&mut actions);
     actions
@@ -297,7 +300,7 @@ fn is_empty(value: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pod::{CONFIG_SOURCE_ANNOTATION, FILE_SOURCE};
+    use crate::pod::{FILE_SOURCE, HTTP_SOURCE};
     use k8s_openapi::api::core::v1::{Container, ContainerStatus, PodCondition, PodSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use proptest::prelude::*;
@@ -349,6 +352,43 @@ mod tests {
         pod.metadata.resource_version = Some("7".into());
         pod.metadata.creation_timestamp = Some(ts(1_700_000_000));
         pod
+    }
+
+    /// The sources not seen yet, in the tables' one-source world.
+    fn unseen(seen: bool) -> UnseenSources {
+        if seen {
+            UnseenSources::default()
+        } else {
+            UnseenSources::new([FILE_SOURCE])
+        }
+    }
+
+    #[test]
+    fn an_unseen_source_keeps_only_its_own_orphaned_mirrors() {
+        let from = |source: Option<&str>, name: &str| {
+            with(mirror(name, &format!("m-{name}"), "h"), |p| {
+                let a = p.metadata.annotations.as_mut().unwrap();
+                a.remove(CONFIG_SOURCE_ANNOTATION);
+                if let Some(source) = source {
+                    a.insert(CONFIG_SOURCE_ANNOTATION.into(), source.into());
+                }
+            })
+        };
+        let mirrors = [
+            from(Some(FILE_SOURCE), "f"),
+            from(Some(HTTP_SOURCE), "u"),
+            from(None, "x"),
+        ];
+        let node = node();
+        let actions = decide(&MirrorInputs {
+            static_pods: &[],
+            mirror_pods: &mirrors,
+            terminating: &HashSet::new(),
+            unseen_sources: &UnseenSources::new([HTTP_SOURCE]),
+            node: Some(&node),
+        });
+        let deleted: Vec<String> = actions.iter().map(|a| a.full_name()).collect();
+        assert_eq!(deleted, ["f_default"], "{actions:?}");
     }
 
     fn with(mut pod: Pod, edit: impl FnOnce(&mut Pod)) -> Pod {
@@ -441,7 +481,7 @@ mod tests {
             static_pods: &row.statics,
             mirror_pods: &row.mirrors,
             terminating: &terminating,
-            all_sources_seen: row.seen,
+            unseen_sources: &unseen(row.seen),
             node: row.node.then_some(&node),
         })
     }
@@ -993,7 +1033,7 @@ mod tests {
                 static_pods: statics,
                 mirror_pods: server,
                 terminating: &terminating,
-                all_sources_seen: seen,
+                unseen_sources: &unseen(seen),
                 node,
             });
             let actions = inputs(&statics, &server);

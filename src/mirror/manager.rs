@@ -21,6 +21,7 @@ use super::decide::{
     DeleteReason, MirrorAction, MirrorInputs, NodeRef, decide, mirror_pod_for, status_differs,
 };
 use super::node::{new_node, node_lease, node_status};
+use crate::config::merge::UnseenSources;
 use crate::pod::{self, manager::PodManager};
 use crate::runtime::worker::StatusCache;
 
@@ -30,7 +31,8 @@ pub struct AgentView {
     pub manager: Arc<PodManager>,
     /// Full names of static pods still terminating: their mirrors stay.
     pub terminating: HashSet<String>,
-    pub all_sources_seen: bool,
+    /// Sources not heard from yet: orphaned mirrors of theirs stay.
+    pub unseen_sources: UnseenSources,
 }
 
 /// How often the node status, the lease and every mirror status are written.
@@ -257,7 +259,7 @@ async fn reconcile_once(
         static_pods: &statics,
         mirror_pods: mirrors,
         terminating: &view.terminating,
-        all_sources_seen: view.all_sources_seen,
+        unseen_sources: &view.unseen_sources,
         node,
     });
     let mut first_err = None;
@@ -387,7 +389,7 @@ mod tests {
         AgentView {
             manager: Arc::new(pm),
             terminating: HashSet::new(),
-            all_sources_seen: true,
+            unseen_sources: Default::default(),
         }
     }
 

@@ -121,13 +121,15 @@ pub struct RuntimePodSummary {
     pub fingerprint: String,
     pub active: bool,
     pub full_name: String,
+    /// The `kubernetes.io/config.source` its sandbox carries, if any.
+    pub source: Option<String>,
 }
 
 /// Lists all sandboxes and containers once and groups them by pod UID.
 pub async fn observe_all(rt: &dyn Runtime) -> Result<BTreeMap<String, RuntimePodSummary>> {
     let sandboxes = rt.list_pod_sandbox(&PodSandboxFilter::default()).await?;
     let containers = rt.list_containers(&ContainerFilter::default()).await?;
-    let mut parts: BTreeMap<String, (Vec<String>, bool, String)> = BTreeMap::new();
+    let mut parts: BTreeMap<String, (Vec<String>, bool, String, Option<String>)> = BTreeMap::new();
     for s in &sandboxes {
         let Some(uid) = s.labels.get(POD_UID_LABEL) else {
             continue;
@@ -136,6 +138,9 @@ pub async fn observe_all(rt: &dyn Runtime) -> Result<BTreeMap<String, RuntimePod
         e.0.push(format!("s:{}:{:?}", s.id, s.state));
         e.1 |= s.state == super::PodSandboxState::Ready;
         e.2 = format!("{}_{}", s.metadata.name, s.metadata.namespace);
+        if let Some(source) = s.annotations.get(crate::pod::CONFIG_SOURCE_ANNOTATION) {
+            e.3 = Some(source.clone());
+        }
     }
     for c in &containers {
         let Some(uid) = c.labels.get(POD_UID_LABEL) else {
@@ -147,7 +152,7 @@ pub async fn observe_all(rt: &dyn Runtime) -> Result<BTreeMap<String, RuntimePod
     }
     Ok(parts
         .into_iter()
-        .map(|(uid, (mut p, active, full_name))| {
+        .map(|(uid, (mut p, active, full_name, source))| {
             p.sort();
             (
                 uid,
@@ -155,6 +160,7 @@ pub async fn observe_all(rt: &dyn Runtime) -> Result<BTreeMap<String, RuntimePod
                     fingerprint: p.join(","),
                     active,
                     full_name,
+                    source,
                 },
             )
         })
