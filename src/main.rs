@@ -150,6 +150,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     let node_name = node::node_name(settings.hostname_override.as_deref())
         .context("determining the node name")?;
     let metrics = Arc::new(crilet::stats::metrics::Metrics::new());
+    let manifest_url = manifest_url_source(&settings, &node_name)?;
     let runtime = CriRuntime::connect_lazy(
         &settings.container_runtime_endpoint,
         RuntimeOptions {
@@ -225,6 +226,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         pod_manifest_path: settings.pod_manifest_path.clone(),
         file_check_frequency: settings.file_check_frequency,
         cgroup_fs: std::path::PathBuf::from(CGROUP_ROOT),
+        manifest_url,
     };
     let runtime_version = format!("{}://{}", version.runtime_name, version.runtime_version);
     let node_name = agent.node.node_name.clone();
@@ -370,6 +372,28 @@ mod stats_server {
         }
         tasks
     }
+}
+
+/// The `--manifest-url` source, checked before anything starts.
+fn manifest_url_source(
+    settings: &crilet::agent::config::Settings,
+    node_name: &str,
+) -> anyhow::Result<Option<crilet::config::http::UrlSource>> {
+    use crilet::config::http::{UrlSource, UrlSourceConfig, fetch::FetchOptions};
+    let Some(url) = &settings.manifest_url else {
+        return Ok(None);
+    };
+    let config = UrlSourceConfig {
+        url: url.clone(),
+        check_frequency: settings.http_check_frequency,
+        node_name: node_name.to_string(),
+    };
+    let options = FetchOptions {
+        headers: settings.manifest_url_headers.clone(),
+        ca_file: settings.manifest_url_ca_file.clone(),
+        ..FetchOptions::default()
+    };
+    Ok(Some(UrlSource::new(config, &options)?))
 }
 
 fn spawn_signal_handler(cancel: tokio_util::sync::CancellationToken) {

@@ -2,6 +2,7 @@
 //! KubeletConfiguration-style file. Flags win over the file; the file wins
 //! over the defaults.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -30,6 +31,19 @@ pub struct RunArgs {
     /// How often the manifest path is re-read in full (Go duration).
     #[arg(long, value_parser = parse_duration)]
     pub file_check_frequency: Option<Duration>,
+    /// Static pods from a URL serving a v1 Pod or PodList (JSON or YAML).
+    #[arg(long)]
+    pub manifest_url: Option<String>,
+    /// A header for the manifest URL requests, 'Name: value'; repeat the
+    /// flag for more (one header per flag).
+    #[arg(long = "manifest-url-header", value_name = "NAME: VALUE", value_parser = parse_header)]
+    pub manifest_url_header: Vec<(String, String)>,
+    /// How often the manifest URL is polled (Go duration).
+    #[arg(long, value_parser = parse_duration)]
+    pub http_check_frequency: Option<Duration>,
+    /// PEM bundle of CAs trusted for an https manifest URL, besides the system's.
+    #[arg(long)]
+    pub manifest_url_ca_file: Option<PathBuf>,
     /// The CRI endpoint.
     #[arg(long, env = "CONTAINER_RUNTIME_ENDPOINT")]
     pub container_runtime_endpoint: Option<String>,
@@ -88,6 +102,12 @@ pub struct ConfigFile {
     pub kind: Option<String>,
     pub static_pod_path: Option<PathBuf>,
     pub file_check_frequency: Option<String>,
+    #[serde(rename = "staticPodURL")]
+    pub static_pod_url: Option<String>,
+    /// Header name → values, as the KubeletConfiguration field.
+    #[serde(rename = "staticPodURLHeader")]
+    pub static_pod_url_header: Option<BTreeMap<String, Vec<String>>>,
+    pub http_check_frequency: Option<String>,
     pub container_runtime_endpoint: Option<String>,
     pub runtime_request_timeout: Option<String>,
     pub cgroup_root: Option<String>,
@@ -131,6 +151,10 @@ pub struct LoggingConfig {
 pub struct Settings {
     pub pod_manifest_path: Option<PathBuf>,
     pub file_check_frequency: Duration,
+    pub manifest_url: Option<String>,
+    pub manifest_url_headers: Vec<(String, String)>,
+    pub http_check_frequency: Duration,
+    pub manifest_url_ca_file: Option<PathBuf>,
     pub container_runtime_endpoint: String,
     pub runtime_request_timeout: Duration,
     pub hostname_override: Option<String>,
@@ -144,6 +168,8 @@ pub struct Settings {
 
 pub const DEFAULT_ROOT_DIR: &str = "/var/lib/crilet";
 pub const DEFAULT_FILE_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
+pub const DEFAULT_HTTP_CHECK_FREQUENCY: Duration =
+    crate::config::http::DEFAULT_HTTP_CHECK_FREQUENCY;
 pub const DEFAULT_RUNTIME_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
 #[derive(Debug, thiserror::Error)]
@@ -190,6 +216,7 @@ pub fn resolve(args: &RunArgs, file: &ConfigFile, origin: &str) -> Result<Settin
             })
     };
     let file_check = dur("fileCheckFrequency", &file.file_check_frequency)?;
+    let http_check = dur("httpCheckFrequency", &file.http_check_frequency)?;
     let request_timeout = dur("runtimeRequestTimeout", &file.runtime_request_timeout)?;
     Ok(Settings {
         pod_manifest_path: args
@@ -200,6 +227,16 @@ pub fn resolve(args: &RunArgs, file: &ConfigFile, origin: &str) -> Result<Settin
             .file_check_frequency
             .or(file_check)
             .unwrap_or(DEFAULT_FILE_CHECK_FREQUENCY),
+        manifest_url: args
+            .manifest_url
+            .clone()
+            .or_else(|| file.static_pod_url.clone()),
+        manifest_url_headers: url_headers(args, file),
+        http_check_frequency: args
+            .http_check_frequency
+            .or(http_check)
+            .unwrap_or(DEFAULT_HTTP_CHECK_FREQUENCY),
+        manifest_url_ca_file: args.manifest_url_ca_file.clone(),
         container_runtime_endpoint: args
             .container_runtime_endpoint
             .clone()
@@ -284,6 +321,97 @@ fn resolve_serve(args: &RunArgs, file: &ConfigFile) -> Result<ServeSettings, Con
         tls_private_key_file,
         client_ca_file,
     })
+}
+
+/// `--manifest-url-header` flags replace the file's `staticPodURLHeader`.
+fn url_headers(args: &RunArgs, file: &ConfigFile) -> Vec<(String, String)> {
+    if !args.manifest_url_header.is_empty() {
+        return args.manifest_url_header.clone();
+    }
+    let map = file.static_pod_url_header.iter().flatten();
+    map.flat_map(|(name, values)| values.iter().map(|v| (name.clone(), v.clone())))
+        .collect()
+}
+
+/// Parses `--manifest-url-header 'Name: value'`: split at the first colon,
+/// so a value may hold colons and commas.
+pub fn parse_header(text: &str) -> Result<(String, String), String> {
+    let Some((name, value)) = text.split_once(':') else {
+        return Err(format!("{text:?} is not 'Name: value'"));
+    };
+    let name = name.trim();
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return Err(format!("{text:?}: the header name {name:?} is not valid"));
+    }
+    Ok((name.to_string(), value.trim().to_string()))
+}
+
+#[cfg(test)]
+mod url_tests {
+    use super::*;
+
+    #[test]
+    fn manifest_url_settings_from_flags_and_file() {
+        let text = "staticPodURL: http://cfg/pods\nhttpCheckFrequency: 1m\nstaticPodURLHeader:\n  X-B: [b1, b2]\n  X-A: [a]\n";
+        let f = parse_config_file("k.yaml", text).unwrap();
+        let s = resolve(&RunArgs::default(), &f, "k.yaml").unwrap();
+        assert_eq!(s.manifest_url.as_deref(), Some("http://cfg/pods"));
+        assert_eq!(s.http_check_frequency, Duration::from_secs(60));
+        let pairs = |p: &[(&str, &str)]| -> Vec<(String, String)> {
+            p.iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            s.manifest_url_headers,
+            pairs(&[("X-A", "a"), ("X-B", "b1"), ("X-B", "b2")])
+        );
+
+        let args = RunArgs {
+            manifest_url: Some("https://other/pods".into()),
+            manifest_url_header: pairs(&[("Authorization", "Bearer t")]),
+            http_check_frequency: Some(Duration::from_secs(5)),
+            manifest_url_ca_file: Some("/etc/ca.pem".into()),
+            ..Default::default()
+        };
+        let s = resolve(&args, &f, "k.yaml").unwrap();
+        assert_eq!(s.manifest_url.as_deref(), Some("https://other/pods"));
+        assert_eq!(
+            s.manifest_url_headers,
+            pairs(&[("Authorization", "Bearer t")])
+        );
+        assert_eq!(s.http_check_frequency, Duration::from_secs(5));
+        assert_eq!(s.manifest_url_ca_file, Some("/etc/ca.pem".into()));
+
+        let s = resolve(&RunArgs::default(), &ConfigFile::default(), "").unwrap();
+        assert_eq!(
+            (s.manifest_url, s.http_check_frequency),
+            (None, Duration::from_secs(20))
+        );
+
+        let f = parse_config_file("k.yaml", "httpCheckFrequency: often\n").unwrap();
+        let err = resolve(&RunArgs::default(), &f, "k.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("httpCheckFrequency") && err.contains("k.yaml"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn header_flag_parsing() {
+        let ok = |t: &str| parse_header(t).unwrap();
+        assert_eq!(ok("X-Token: a:b, c"), ("X-Token".into(), "a:b, c".into()));
+        assert_eq!(
+            ok("Accept:application/json"),
+            ("Accept".into(), "application/json".into())
+        );
+        assert_eq!(ok("X-Empty:"), ("X-Empty".into(), String::new()));
+        for bad in ["no colon", ": value", "two words: v"] {
+            assert!(parse_header(bad).is_err(), "{bad}");
+        }
+    }
 }
 
 /// Reads the config file named by the flags (if any) and resolves.

@@ -18,6 +18,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::file::{self as file_source, FileSourceConfig, SourceSet};
+use crate::config::http::UrlSource;
 use crate::config::merge::PodConfig;
 use crate::mirror::manager::AgentView;
 use crate::pod::manager::PodManager;
@@ -52,6 +53,8 @@ pub struct Agent {
     pub cgroup_fs: PathBuf,
     /// Where workers write pod statuses (shared with the API servers).
     pub statuses: StatusCache,
+    /// The `--manifest-url` source, if configured.
+    pub manifest_url: Option<UrlSource>,
 }
 
 impl Agent {
@@ -70,8 +73,16 @@ impl Agent {
                 sets_tx.clone(),
                 cancel.clone(),
             ));
-        } else {
-            tracing::warn!("no --pod-manifest-path: crilet has no pod source and will run nothing");
+        }
+        if let Some(url) = self.manifest_url.clone() {
+            tracing::info!(url = %url.config.url, every = ?url.config.check_frequency, "polling the manifest URL");
+            sources.push(crate::config::http::HTTP_SOURCE_NAME);
+            tokio::spawn(url.run(sets_tx.clone(), cancel.clone()));
+        }
+        if sources.is_empty() {
+            tracing::warn!(
+                "no --pod-manifest-path or --manifest-url: crilet has no pod source and will run nothing"
+            );
         }
         drop(sets_tx);
         let statuses = self.statuses.clone();

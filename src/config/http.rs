@@ -54,6 +54,32 @@ pub struct UrlSourceConfig {
     pub node_name: String,
 }
 
+/// A configured URL source, ready to run.
+#[derive(Clone)]
+pub struct UrlSource {
+    pub config: UrlSourceConfig,
+    pub fetcher: std::sync::Arc<dyn Fetch>,
+}
+
+impl UrlSource {
+    /// The source for `url` with a reqwest fetcher; fails on a bad URL,
+    /// header or CA file, naming it.
+    pub fn new(
+        config: UrlSourceConfig,
+        options: &fetch::FetchOptions,
+    ) -> Result<Self, fetch::FetchSetupError> {
+        let fetcher = fetch::HttpFetcher::new(&config.url, options)?;
+        Ok(UrlSource {
+            config,
+            fetcher: std::sync::Arc::new(fetcher),
+        })
+    }
+
+    pub async fn run(self, tx: mpsc::Sender<SourceSet>, cancel: CancellationToken) {
+        run(self.config, self.fetcher, tx, cancel).await
+    }
+}
+
 /// Why one poll of the URL failed. Every message names the URL.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UrlSourceError {
