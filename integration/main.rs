@@ -18,4 +18,5 @@ mod mirror;
 mod stats;
 mod stats_api;
 mod support;
+mod url_agent;
 mod url_source;
