@@ -15,6 +15,8 @@
 
 pub mod fetch;
 #[cfg(test)]
+mod run_tests;
+#[cfg(test)]
 mod tests;
 
 use std::time::Duration;
@@ -300,22 +302,25 @@ pub fn read_body(
         .collect())
 }
 
-/// `current` with every pod whose UID and content are unchanged replaced by
-/// its previous object, so an unchanged list gives an equal SET (and each
-/// pod keeps the config.seen of its first read).
+/// `current` with every pod whose UID and content are unchanged carrying
+/// its previous object, so an unchanged list gives an equal SET and each
+/// pod keeps the config.seen of its first read.
 fn stabilize(previous: &[SourcePod], current: Vec<SourcePod>) -> Vec<SourcePod> {
     current
         .into_iter()
         .map(|new| {
-            previous
-                .iter()
-                .find(|old| {
-                    old.origin == new.origin
-                        && pod::uid(&old.pod) == pod::uid(&new.pod)
-                        && crate::pod::defaults::pod_content_equal(&old.pod, &new.pod)
-                })
-                .cloned()
-                .unwrap_or(new)
+            let same = previous.iter().find(|old| {
+                pod::uid(&old.pod) == pod::uid(&new.pod)
+                    && crate::pod::defaults::pod_content_equal(&old.pod, &new.pod)
+            });
+            match same {
+                // The origin may move with the pod's index in a list.
+                Some(old) => SourcePod {
+                    origin: new.origin,
+                    pod: old.pod.clone(),
+                },
+                None => new,
+            }
         })
         .collect()
 }

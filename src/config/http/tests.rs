@@ -1,17 +1,14 @@
 //! The URL source without a network: the poll state fed with answers, the
-//! failure log, the merge with the directory source, and the run loop on a
-//! scripted fetcher under paused time.
-
-use std::sync::{Arc, Mutex};
+//! failure log, and the merge with the directory source.
 
 use super::*;
 use crate::config::merge::PodConfig;
 use crate::pod::{CONFIG_SEEN_ANNOTATION, CONFIG_SOURCE_ANNOTATION};
 
-const URL: &str = "http://127.0.0.1:8080/pods";
-const NODE: &str = "node1";
+pub(super) const URL: &str = "http://127.0.0.1:8080/pods";
+pub(super) const NODE: &str = "node1";
 
-fn pod_yaml(name: &str, image: &str) -> String {
+pub(super) fn pod_yaml(name: &str, image: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: main\n    image: {image}\n"
     )
@@ -30,11 +27,11 @@ fn list_json(pods: &[(&str, &str)]) -> String {
     )
 }
 
-fn at(second: i64) -> jiff::Timestamp {
+pub(super) fn at(second: i64) -> jiff::Timestamp {
     jiff::Timestamp::from_second(1_700_000_000 + second).unwrap()
 }
 
-fn ok(
+pub(super) fn ok(
     body: &str,
     etag: Option<&str>,
     last_modified: Option<&str>,
@@ -49,7 +46,7 @@ fn ok(
     })
 }
 
-fn status(code: u16) -> Result<Fetched, UrlSourceError> {
+pub(super) fn status(code: u16) -> Result<Fetched, UrlSourceError> {
     Ok(Fetched::Body {
         status: code,
         validators: Validators::default(),
@@ -57,18 +54,18 @@ fn status(code: u16) -> Result<Fetched, UrlSourceError> {
     })
 }
 
-fn refused() -> Result<Fetched, UrlSourceError> {
+pub(super) fn refused() -> Result<Fetched, UrlSourceError> {
     Err(UrlSourceError::Request {
         url: URL.into(),
         detail: "cannot connect: Connection refused".into(),
     })
 }
 
-fn names(pods: &[SourcePod]) -> Vec<String> {
+pub(super) fn names(pods: &[SourcePod]) -> Vec<String> {
     pods.iter().map(|p| pod::name(&p.pod).to_string()).collect()
 }
 
-fn images(pods: &[SourcePod]) -> Vec<String> {
+pub(super) fn images(pods: &[SourcePod]) -> Vec<String> {
     pods.iter()
         .map(|p| {
             p.pod.spec.as_ref().unwrap().containers[0]
@@ -385,73 +382,4 @@ fn failures_warn_first_then_quietly_then_recover() {
     assert_eq!(log.succeeded(), Some(Report::Recovered { failures: 61 }));
     assert_eq!(log.succeeded(), None);
     assert_eq!(log.failed(), Report::Warn { failures: 1 });
-}
-
-/// Answers from a script, recording when it was asked and with what.
-struct Scripted {
-    answers: Mutex<Vec<Result<Fetched, UrlSourceError>>>,
-    calls: Mutex<Vec<(tokio::time::Instant, Validators)>>,
-}
-
-#[async_trait::async_trait]
-impl Fetch for Scripted {
-    async fn fetch(&self, validators: &Validators) -> Result<Fetched, UrlSourceError> {
-        self.calls
-            .lock()
-            .unwrap()
-            .push((tokio::time::Instant::now(), validators.clone()));
-        let mut answers = self.answers.lock().unwrap();
-        if answers.is_empty() {
-            refused()
-        } else {
-            answers.remove(0)
-        }
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn run_polls_at_the_check_frequency_and_sends_only_changes() {
-    let web = pod_yaml("web", "busybox");
-    let fetcher = Arc::new(Scripted {
-        answers: Mutex::new(vec![
-            status(503),
-            ok(&web, Some("\"1\""), None),
-            Ok(Fetched::NotModified),
-            refused(),
-            ok(&pod_yaml("web", "busybox:2"), Some("\"2\""), None),
-        ]),
-        calls: Mutex::new(Vec::new()),
-    });
-    let (tx, mut rx) = mpsc::channel(4);
-    let cancel = CancellationToken::new();
-    let config = UrlSourceConfig {
-        url: URL.into(),
-        check_frequency: Duration::from_secs(20),
-        node_name: NODE.into(),
-    };
-    let start = tokio::time::Instant::now();
-    let task = tokio::spawn(run(config, fetcher.clone(), tx, cancel.clone()));
-
-    // The 503 sends nothing: the first SET is the second poll's, 20 s in.
-    let set = rx.recv().await.unwrap();
-    assert_eq!(
-        (set.source, images(&set.pods)),
-        ("http", vec!["busybox".to_string()])
-    );
-    assert_eq!(start.elapsed(), Duration::from_secs(20));
-    // The 304 and the refusal send nothing; the new image does, at 80 s.
-    let set = rx.recv().await.unwrap();
-    assert_eq!(images(&set.pods), ["busybox:2"]);
-    assert_eq!(start.elapsed(), Duration::from_secs(80));
-
-    cancel.cancel();
-    task.await.unwrap();
-    let calls = fetcher.calls.lock().unwrap();
-    let offsets: Vec<u64> = calls.iter().map(|(t, _)| (*t - start).as_secs()).collect();
-    assert_eq!(offsets, [0, 20, 40, 60, 80]);
-    let etags: Vec<Option<&str>> = calls.iter().map(|(_, v)| v.etag.as_deref()).collect();
-    assert_eq!(
-        etags,
-        [None, None, Some("\"1\""), Some("\"1\""), Some("\"1\"")]
-    );
 }
