@@ -53,8 +53,52 @@ struct State {
     requests: Vec<HeaderMap>,
 }
 
+/// A private CA and a server certificate for 127.0.0.1 that it signed.
+pub struct TestTls {
+    pub ca_pem: String,
+    pub server: Arc<tokio_rustls::rustls::ServerConfig>,
+}
+
+impl TestTls {
+    pub fn new() -> Self {
+        use rcgen::{
+            BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose,
+            IsCa, KeyPair, KeyUsagePurpose,
+        };
+        use tokio_rustls::rustls::{self, pki_types::PrivatePkcs8KeyDer};
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        ca.distinguished_name
+            .push(DnType::CommonName, "crilet test CA");
+        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let mut leaf = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+        leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let leaf = leaf.signed_by(&key, &ca).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let server = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![leaf.der().clone()],
+                PrivatePkcs8KeyDer::from(key.serialize_der()).into(),
+            )
+            .unwrap();
+        TestTls {
+            ca_pem: ca.pem(),
+            server: Arc::new(server),
+        }
+    }
+}
+
 pub struct ManifestServer {
     pub addr: SocketAddr,
+    scheme: &'static str,
     state: Arc<Mutex<State>>,
     stop: CancellationToken,
     accept: Option<tokio::task::JoinHandle<()>>,
@@ -68,7 +112,20 @@ impl ManifestServer {
     }
 
     /// Binds `addr` (a port used before, to come back where crilet looks).
+    /// Serves https with `tls`.
+    pub async fn start_tls(reply: Reply, tls: Arc<tokio_rustls::rustls::ServerConfig>) -> Self {
+        Self::bind("127.0.0.1:0".parse().unwrap(), reply, Some(tls)).await
+    }
+
     pub async fn start_on(addr: SocketAddr, reply: Reply) -> Self {
+        Self::bind(addr, reply, None).await
+    }
+
+    async fn bind(
+        addr: SocketAddr,
+        reply: Reply,
+        tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    ) -> Self {
         let listener = TcpListener::bind(addr)
             .await
             .expect("bind the manifest server");
@@ -78,9 +135,12 @@ impl ManifestServer {
             requests: Vec::new(),
         }));
         let stop = CancellationToken::new();
-        let accept = tokio::spawn(accept_loop(listener, state.clone(), stop.clone()));
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let tls = tls.map(tokio_rustls::TlsAcceptor::from);
+        let accept = tokio::spawn(accept_loop(listener, tls, state.clone(), stop.clone()));
         ManifestServer {
             addr,
+            scheme,
             state,
             stop,
             accept: Some(accept),
@@ -88,7 +148,7 @@ impl ManifestServer {
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}/pods", self.addr)
+        format!("{}://{}/pods", self.scheme, self.addr)
     }
 
     pub fn set(&self, reply: Reply) {
@@ -116,7 +176,12 @@ impl Drop for ManifestServer {
     }
 }
 
-async fn accept_loop(listener: TcpListener, state: Arc<Mutex<State>>, stop: CancellationToken) {
+async fn accept_loop(
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    state: Arc<Mutex<State>>,
+    stop: CancellationToken,
+) {
     loop {
         let stream = tokio::select! {
             _ = stop.cancelled() => return,
@@ -125,16 +190,31 @@ async fn accept_loop(listener: TcpListener, state: Arc<Mutex<State>>, stop: Canc
                 Err(_) => continue,
             },
         };
-        let (state, stop) = (state.clone(), stop.clone());
+        let (state, stop, tls) = (state.clone(), stop.clone(), tls.clone());
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| handle(state.clone(), req));
-            let connection = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::select! {
-                _ = connection => {}
-                _ = stop.cancelled() => {}
+            match tls {
+                // A failed handshake (an untrusting client) just ends here.
+                Some(tls) => {
+                    if let Ok(stream) = tls.accept(stream).await {
+                        serve(stream, state, stop).await
+                    }
+                }
+                None => serve(stream, state, stop).await,
             }
         });
+    }
+}
+
+async fn serve<S>(stream: S, state: Arc<Mutex<State>>, stop: CancellationToken)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req| handle(state.clone(), req));
+    let connection =
+        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+    tokio::select! {
+        _ = connection => {}
+        _ = stop.cancelled() => {}
     }
 }
 

@@ -8,7 +8,7 @@ use crilet::config::http::{Fetch, HTTP_SOURCE_NAME, Outcome, UrlPoll};
 use crilet::config::merge::PodConfig;
 use crilet::pod;
 
-use crate::manifest_server::{ManifestServer, Reply};
+use crate::manifest_server::{ManifestServer, Reply, TestTls};
 
 const NODE: &str = "url-node";
 
@@ -277,4 +277,31 @@ async fn url_source_sends_the_configured_headers() {
     assert_eq!(all("authorization"), ["Bearer s3cret"]);
     assert_eq!(all("x-fleet"), ["a", "b"]);
     assert!(all("user-agent")[0].starts_with("crilet/"));
+}
+
+#[tokio::test]
+async fn url_source_https_trusts_the_ca_file() {
+    let tls = TestTls::new();
+    let server =
+        ManifestServer::start_tls(Reply::manifest(pod_yaml("web", "busybox")), tls.server).await;
+    assert!(server.url().starts_with("https://127.0.0.1:"));
+
+    // The system's roots do not know the private CA.
+    let mut untrusting = Probe::new(&server.url(), FetchOptions::default());
+    let error = Probe::error(&untrusting.poll().await);
+    assert!(
+        error.contains(&server.url()) && error.to_lowercase().contains("certificate"),
+        "{error}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, &tls.ca_pem).unwrap();
+    let options = FetchOptions {
+        ca_file: Some(ca_file),
+        ..FetchOptions::default()
+    };
+    let mut probe = Probe::new(&server.url(), options);
+    assert!(probe.poll().await.set.is_some());
+    assert_eq!(probe.pods(), ["web-url-node=busybox"]);
 }
