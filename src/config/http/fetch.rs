@@ -100,14 +100,11 @@ impl HttpFetcher {
         let detail = if e.is_timeout() {
             format!("no complete answer within {:?}", self.timeout)
         } else if e.is_redirect() {
-            format!(
-                "more than {MAX_REDIRECTS} redirects (a loop?): {}",
-                chain(e)
-            )
+            format!("more than {MAX_REDIRECTS} redirects (a loop?)")
         } else if e.is_connect() {
-            format!("cannot connect: {}", chain(e))
+            format!("cannot connect: {}", innermost(e))
         } else {
-            chain(e)
+            causes(e)
         };
         UrlSourceError::Request {
             url: self.text.clone(),
@@ -206,6 +203,24 @@ fn read_ca_file(path: &Path) -> Result<Vec<reqwest::Certificate>, FetchSetupErro
         return Err(bad("no PEM certificate in it".into()));
     }
     Ok(certs)
+}
+
+/// The deepest cause: for a connection, the one that says why (refused,
+/// no route, a certificate the roots do not vouch for).
+fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut deepest = e;
+    while let Some(source) = deepest.source() {
+        deepest = source;
+    }
+    deepest.to_string()
+}
+
+/// The causes of a reqwest error, whose own text only repeats the URL.
+fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    match e.source() {
+        Some(source) => chain(source),
+        None => e.to_string(),
+    }
 }
 
 /// An error and its causes on one line, without repeating a cause that its
