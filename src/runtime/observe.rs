@@ -234,7 +234,10 @@ mod tests {
             rt.exit_container(&c, 1);
         }
         // Another pod's objects are not included.
-        let other = sandbox("u2");
+        let mut other = sandbox("u2");
+        other
+            .annotations
+            .insert(crate::pod::CONFIG_SOURCE_ANNOTATION.into(), "http".into());
         rt.run_pod_sandbox(&other).await.unwrap();
 
         let obs = observe_pod(&rt, "u1").await.unwrap();
@@ -251,6 +254,9 @@ mod tests {
         assert_eq!(all.len(), 2);
         assert!(all["u1"].active);
         assert_eq!(all["u1"].full_name, "p_default");
+        // The source a pod came from, for the deletion gate of the relist.
+        assert_eq!(all["u1"].source, None);
+        assert_eq!(all["u2"].source.as_deref(), Some("http"));
         let before = all["u1"].fingerprint.clone();
         rt.stop_pod_sandbox(&id).await.unwrap();
         let all = observe_all(&rt).await.unwrap();
