@@ -1,3 +1,7 @@
-//! Images: disk usage of the image filesystem (and, later, garbage collection).
+//! Images: disk usage of the image filesystem and image garbage collection
+//! (policy, records, selection: pure; the collector drives the runtime).
 
 pub mod disk;
+pub mod policy;
+pub mod records;
+pub mod select;
