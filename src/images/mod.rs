@@ -2,6 +2,9 @@
 //! (policy, records, selection: pure; the collector drives the runtime).
 
 pub mod disk;
+pub mod gc;
 pub mod policy;
 pub mod records;
+pub mod render;
+pub mod report;
 pub mod select;

@@ -128,7 +128,7 @@ impl ImageRecords {
             protected.insert(i, Protection::Sandbox);
         }
         self.records
-            .retain(|id, _| index.by_ref.get(id.as_str()).is_some());
+            .retain(|id, _| index.by_ref.contains_key(id.as_str()));
         for (i, image) in images.iter().enumerate() {
             let rec = self
                 .records
