@@ -128,8 +128,17 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         host_ip: node::node_ip(settings.node_ip.as_deref()),
         memory_capacity: node::read_memory_capacity(),
     };
+    let runtime = Arc::new(runtime) as Arc<dyn Runtime>;
+    // Image GC; `image_gc` is the handle for the agent socket and /metrics.
+    let image_gc = crilet::images::gc::ImageGcHandle::new(
+        runtime.clone(),
+        Arc::new(Statvfs),
+        settings.image_gc.clone(),
+        crilet::images::gc::system_clock(),
+    );
+    tokio::spawn(image_gc.clone().run(cancel.clone()));
     let agent = Agent {
-        runtime: Arc::new(runtime) as Arc<dyn Runtime>,
+        runtime,
         runtime_name: version.runtime_name.clone(),
         node,
         pod_manifest_path: settings.pod_manifest_path.clone(),

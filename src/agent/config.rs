@@ -55,6 +55,9 @@ pub struct RunArgs {
     /// mirror pods on the API server. Without it crilet runs standalone.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// Image garbage collection (`--image-gc-*`, `--pinned-image`, ...).
+    #[command(flatten)]
+    pub image_gc: Box<crate::images::policy::ImageGcArgs>,
 }
 
 /// The fields of a KubeletConfiguration that crilet honours.
@@ -69,6 +72,8 @@ pub struct ConfigFile {
     pub runtime_request_timeout: Option<String>,
     pub cgroup_root: Option<String>,
     pub logging: Option<LoggingConfig>,
+    #[serde(flatten)]
+    pub image_gc: crate::images::policy::ImageGcFile,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -89,6 +94,7 @@ pub struct Settings {
     pub cgroup_root: String,
     pub log_format: LogFormat,
     pub kubeconfig: Option<PathBuf>,
+    pub image_gc: crate::images::policy::GcPolicy,
 }
 
 pub const DEFAULT_ROOT_DIR: &str = "/var/lib/crilet";
@@ -99,6 +105,8 @@ pub const DEFAULT_RUNTIME_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 pub enum ConfigError {
     #[error("config file {path}: {message}")]
     File { path: String, message: String },
+    #[error("{0}")]
+    ImageGc(#[from] crate::images::policy::PolicyError),
 }
 
 /// Parses a config file's text (pure); `origin` names it in errors.
@@ -172,6 +180,7 @@ pub fn resolve(args: &RunArgs, file: &ConfigFile, origin: &str) -> Result<Settin
             .or(file.logging.as_ref().and_then(|l| l.format))
             .unwrap_or_default(),
         kubeconfig: args.kubeconfig.clone(),
+        image_gc: crate::images::policy::resolve(&args.image_gc, &file.image_gc)?,
     })
 }
 
@@ -258,6 +267,30 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("fileCheckFrequency"), "{err}");
+    }
+
+    #[test]
+    fn image_gc_fields_come_from_the_file_and_bad_ones_name_the_flag() {
+        let f = parse_config_file(
+            "k.yaml",
+            "imageGCHighThresholdPercent: 70\nimageGCLowThresholdPercent: 60\nimageMinimumGCAge: 1m\npinnedImages: [a:1]\n",
+        )
+        .unwrap();
+        let s = resolve(&RunArgs::default(), &f, "k.yaml").unwrap();
+        assert_eq!(
+            (
+                s.image_gc.high_threshold_percent,
+                s.image_gc.low_threshold_percent
+            ),
+            (70, 60)
+        );
+        assert_eq!(s.image_gc.min_age, Duration::from_secs(60));
+        assert_eq!(s.image_gc.pinned_images, ["a:1"]);
+        let f = parse_config_file("k.yaml", "imageGCLowThresholdPercent: 95\n").unwrap();
+        let err = resolve(&RunArgs::default(), &f, "k.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--image-gc-low-threshold"), "{err}");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 pub mod backoff;
 pub mod cgroup;
+pub mod container_gc;
 mod convert;
 pub mod cri;
 pub mod endpoint;
