@@ -13,5 +13,7 @@ mod apiserver_tests;
 mod bad_endpoint;
 mod cli;
 mod cri;
+mod gc;
+mod gc_support;
 mod mirror;
 mod support;
