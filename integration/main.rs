@@ -14,6 +14,7 @@ mod bad_endpoint;
 mod cli;
 mod cri;
 mod gc;
+mod gc_agent;
 mod gc_support;
 mod mirror;
 mod support;
