@@ -2,7 +2,8 @@
 # Benchmarks against a private containerd (one run, same containerd):
 #   cri_sequence  min/median/max of each raw CRI step for a one-container pod;
 #   agent_start   crilet vs the raw sequence (one pod; 50 pods), and crilet's
-#                 RSS and CPU while holding 50 pods idle.
+#                 RSS and CPU while holding 50 pods idle;
+#   gc_select     image GC detection + selection, 10 000 images, 1 000 containers.
 # Usage: scripts/bench.sh [ITERATIONS]   (default 20 for cri_sequence, 10 for agent_start)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -23,3 +24,4 @@ export CRILET_BENCH_ENDPOINT="unix://$SOCK" CRILET_BIN="$ROOT/target/release/cri
 CRILET_BENCH_ITERATIONS="${1:-20}" cargo bench --quiet --bench cri_sequence
 CRILET_BENCH_ITERATIONS="${1:-10}" cargo bench --quiet --bench agent_start
 cargo bench --quiet --bench mirror_start
+cargo bench --quiet --bench gc_select

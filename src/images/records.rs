@@ -52,7 +52,11 @@ impl ImageRecord {
 /// The records of every image, by image ID.
 #[derive(Debug, Clone, Default)]
 pub struct ImageRecords {
-    records: BTreeMap<String, ImageRecord>,
+    /// By image ID, with the generation of the detection that last saw it.
+    records: BTreeMap<String, (u64, ImageRecord)>,
+    /// Tags and digests, to the ID of the image they name.
+    names: HashMap<String, String>,
+    generation: u64,
     /// Time of the first detection (crilet's start, as far as GC knows).
     started_at: Option<i64>,
 }
@@ -64,8 +68,23 @@ impl ImageRecords {
 
     /// Records as given (tests, benchmarks); `started_at` is the first detection.
     pub fn from_parts(started_at: i64, records: impl IntoIterator<Item = ImageRecord>) -> Self {
+        let records: BTreeMap<String, (u64, ImageRecord)> = records
+            .into_iter()
+            .map(|r| (r.id.clone(), (0, r)))
+            .collect();
+        let names = records
+            .values()
+            .flat_map(|(_, r)| {
+                r.repo_tags
+                    .iter()
+                    .chain(&r.repo_digests)
+                    .map(|n| (n.clone(), r.id.clone()))
+            })
+            .collect();
         ImageRecords {
-            records: records.into_iter().map(|r| (r.id.clone(), r)).collect(),
+            records,
+            names,
+            generation: 0,
             started_at: Some(started_at),
         }
     }
@@ -76,11 +95,11 @@ impl ImageRecords {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &ImageRecord> {
-        self.records.values()
+        self.records.values().map(|(_, r)| r)
     }
 
     pub fn get(&self, id: &str) -> Option<&ImageRecord> {
-        self.records.get(id)
+        self.records.get(id).map(|(_, r)| r)
     }
 
     pub fn len(&self) -> usize {
@@ -93,7 +112,9 @@ impl ImageRecords {
 
     /// Forgets a removed image (the next detection would too).
     pub fn forget(&mut self, id: &str) {
-        self.records.remove(id);
+        if let Some((_, r)) = self.records.remove(id) {
+            unindex(&mut self.names, &r);
+        }
     }
 
     /// Updates the records from one listing of the runtime. `sandbox` and
@@ -108,91 +129,103 @@ impl ImageRecords {
     ) {
         let first_detection = self.started_at.is_none();
         self.started_at.get_or_insert(now);
-        let index = RefIndex::new(images);
-        let mut used: Vec<bool> = vec![false; images.len()];
-        for c in containers {
-            let hit = index
-                .resolve(&c.image_ref)
-                .or_else(|| index.resolve(&c.image));
-            if let Some(i) = hit {
-                used[i] = true;
-            }
-        }
-        let mut protected: HashMap<usize, Protection> = HashMap::new();
-        for r in pinned {
-            if let Some(i) = index.resolve(r) {
-                protected.insert(i, Protection::Configured);
-            }
-        }
-        if let Some(i) = sandbox.and_then(|s| index.resolve(s)) {
-            protected.insert(i, Protection::Sandbox);
-        }
-        self.records
-            .retain(|id, _| index.by_ref.contains_key(id.as_str()));
-        for (i, image) in images.iter().enumerate() {
-            let rec = self
-                .records
-                .entry(image.id.clone())
-                .or_insert_with(|| ImageRecord {
-                    id: image.id.clone(),
-                    repo_tags: Vec::new(),
-                    repo_digests: Vec::new(),
-                    size: 0,
-                    first_detected: (!first_detection).then_some(now),
-                    last_used: None,
-                    in_use: false,
-                    pinned: None,
-                });
-            if rec.repo_tags != image.repo_tags {
+        self.generation += 1;
+        let generation = self.generation;
+        for image in images {
+            let (g, rec) = match self.records.get_mut(&image.id) {
+                Some(r) => r,
+                None => self.records.entry(image.id.clone()).or_insert_with(|| {
+                    let rec = ImageRecord {
+                        id: image.id.clone(),
+                        repo_tags: Vec::new(),
+                        repo_digests: Vec::new(),
+                        size: 0,
+                        first_detected: (!first_detection).then_some(now),
+                        last_used: None,
+                        in_use: false,
+                        pinned: None,
+                    };
+                    (0, rec)
+                }),
+            };
+            *g = generation;
+            if rec.repo_tags != image.repo_tags || rec.repo_digests != image.repo_digests {
+                unindex(&mut self.names, rec);
                 rec.repo_tags.clone_from(&image.repo_tags);
-            }
-            if rec.repo_digests != image.repo_digests {
                 rec.repo_digests.clone_from(&image.repo_digests);
+                for n in rec.repo_tags.iter().chain(&rec.repo_digests) {
+                    self.names.insert(n.clone(), rec.id.clone());
+                }
             }
             rec.size = image.size;
-            rec.in_use = used[i];
-            if used[i] {
-                rec.last_used = Some(now);
+            rec.in_use = false;
+            rec.pinned = image.pinned.then_some(Protection::Runtime);
+        }
+        // Gone from the runtime: gone from the records.
+        let names = &mut self.names;
+        self.records.retain(|_, (g, r)| {
+            let keep = *g == generation;
+            if !keep {
+                unindex(names, r);
             }
-            rec.pinned = if image.pinned {
-                Some(Protection::Runtime)
-            } else {
-                protected.get(&i).copied()
-            };
+            keep
+        });
+        let used: Vec<String> = containers
+            .iter()
+            .filter_map(|c| {
+                self.resolve(&c.image_ref)
+                    .or_else(|| self.resolve(&c.image))
+                    .map(str::to_string)
+            })
+            .collect();
+        for id in used {
+            if let Some((_, r)) = self.records.get_mut(&id) {
+                r.in_use = true;
+                r.last_used = Some(now);
+            }
+        }
+        let protected: Vec<(String, Protection)> = pinned
+            .iter()
+            .map(|r| (r.as_str(), Protection::Configured))
+            .chain(sandbox.map(|s| (s, Protection::Sandbox)))
+            .filter_map(|(r, p)| Some((self.resolve(r)?.to_string(), p)))
+            .collect();
+        for (id, p) in protected {
+            if let Some((_, r)) = self.records.get_mut(&id) {
+                if r.pinned != Some(Protection::Runtime) {
+                    r.pinned = Some(p);
+                }
+            }
         }
     }
-}
 
-/// Every way a container or a flag may name an image, to its index.
-struct RefIndex<'a> {
-    by_ref: HashMap<&'a str, usize>,
-}
-
-impl<'a> RefIndex<'a> {
-    fn new(images: &'a [Image]) -> Self {
-        let mut by_ref = HashMap::with_capacity(images.len() * 3);
-        for (i, image) in images.iter().enumerate() {
-            by_ref.insert(image.id.as_str(), i);
-            for r in image.repo_tags.iter().chain(&image.repo_digests) {
-                by_ref.insert(r.as_str(), i);
-            }
-        }
-        RefIndex { by_ref }
-    }
-
-    fn resolve(&self, reference: &str) -> Option<usize> {
+    /// The ID of the image `reference` names: an ID, a bare hex ID, a tag,
+    /// a digest, or a short name (`busybox`).
+    pub fn resolve(&self, reference: &str) -> Option<&str> {
         if reference.is_empty() {
             return None;
         }
-        if let Some(i) = self.by_ref.get(reference) {
-            return Some(*i);
+        if let Some((k, _)) = self.records.get_key_value(reference) {
+            return Some(k);
         }
-        // A bare hex ID, or a short reference ("busybox", "nginx:1.25").
+        if let Some(id) = self.names.get(reference) {
+            return Some(id);
+        }
         let with_algo = format!("sha256:{reference}");
-        self.by_ref
-            .get(with_algo.as_str())
-            .or_else(|| self.by_ref.get(normalize_reference(reference).as_str()))
-            .copied()
+        if let Some((k, _)) = self.records.get_key_value(&with_algo) {
+            return Some(k);
+        }
+        self.names
+            .get(&normalize_reference(reference))
+            .map(String::as_str)
+    }
+}
+
+fn unindex(names: &mut HashMap<String, String>, r: &ImageRecord) {
+    for n in r.repo_tags.iter().chain(&r.repo_digests) {
+        if names.get(n) == Some(&r.id) {
+            names.remove(n);
+        }
     }
 }
 
