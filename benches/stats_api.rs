@@ -72,7 +72,9 @@ async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
 
     // Leftovers of an interrupted run would count as pods too.
     let mut filter = PodSandboxFilter::default();
-    filter.label_selector.insert("io.kubernetes.pod.namespace".into(), "crilet-bench".into());
+    filter
+        .label_selector
+        .insert("io.kubernetes.pod.namespace".into(), "crilet-bench".into());
     for sb in rt.list_pod_sandbox(&filter).await? {
         rt.stop_pod_sandbox(&sb.id).await?;
         rt.remove_pod_sandbox(&sb.id).await?;
@@ -155,6 +157,7 @@ async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
         listener,
         socket.clone(),
         grpc::StatsApi::new(sources.clone()),
+        None,
         cancel.clone(),
     ));
     let http_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

@@ -328,6 +328,49 @@ async fn stats_by_every_uid_and_the_summary_api() {
         "{text}"
     );
 
+    // Images and the GC plan through the same socket.
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_crilet"))
+            .args(args)
+            .arg("--socket")
+            .arg(&socket)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let images: Value = serde_json::from_str(&cli(&["images", "-o", "json"])).unwrap();
+    let find = |tag: &str| {
+        images
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["repoTags"].as_array().unwrap().iter().any(|t| t == tag))
+            .unwrap_or_else(|| panic!("no {tag} in {images:#}"))
+            .clone()
+    };
+    assert_eq!(find("docker.io/library/busybox:latest")["inUse"], true);
+    assert_eq!(find("registry.k8s.io/pause:3.6")["pinned"], "sandbox");
+    let table = cli(&["images"]);
+    assert!(
+        table.contains("docker.io/library/busybox:latest"),
+        "{table}"
+    );
+    let plan: Value = serde_json::from_str(&cli(&["gc", "--dry-run", "-o", "json"])).unwrap();
+    assert_eq!(plan["highThresholdPercent"], 90);
+    assert_eq!(plan["lowThresholdPercent"], 80);
+    assert!(plan["capacityBytes"].as_u64().unwrap() > 0, "{plan:#}");
+    let text = cli(&["gc", "--dry-run"]);
+    assert!(!text.trim().is_empty());
+    assert!(
+        metrics.contains("kubelet_image_garbage_collected_total"),
+        "{metrics}"
+    );
+
     agent.remove("stats.yaml");
     wait_for(
         &rt,

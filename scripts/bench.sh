@@ -7,6 +7,7 @@
 #   stats_api     GetPodStats p50/p99 and req/s (4 clients, unix socket) and
 #                 /stats/summary latency with 100 pods sampled, beside one
 #                 ListPodSandboxStats call for the same pods.
+#   gc_select     image GC detection + selection, 10 000 images, 1 000 containers.
 # Usage: scripts/bench.sh [ITERATIONS]   (default 20 for cri_sequence, 10 for agent_start)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -28,3 +29,4 @@ CRILET_BENCH_ITERATIONS="${1:-20}" cargo bench --quiet --bench cri_sequence
 CRILET_BENCH_ITERATIONS="${1:-10}" cargo bench --quiet --bench agent_start
 cargo bench --quiet --bench mirror_start
 cargo bench --quiet --bench stats_api
+cargo bench --quiet --bench gc_select

@@ -29,11 +29,16 @@ cargo test --lib --bins
 # Two private containerds: the CRI tests create kubelet-labelled pods, and an
 # agent owns every such pod on its runtime, so the agent tests get their own.
 AGENT_STATE=${CRILET_AGENT_TEST_DIR:-/tmp/crilet-agent-test}
+# A third one for image/container GC: its root is a small loop-mounted ext4
+# that the tests fill up.
+GC_STATE=${CRILET_GC_TEST_DIR:-/tmp/crilet-gc-test}
 cleanup() {
   local rc=$?
   say "stopping the private containerds"
   CTRLAB_BRIDGE=crilettest1 CTRLAB_CGROUP_ROOT=crilet-agent-test \
     bash "$ROOT/scripts/containerd-down.sh" "$AGENT_STATE" --purge || true
+  CTRLAB_BRIDGE=crilettest3 CTRLAB_CGROUP_ROOT=crilet-gc-test \
+    bash "$ROOT/scripts/containerd-down.sh" "$GC_STATE" --purge || true
   bash "$ROOT/scripts/containerd-down.sh" "$STATE" --purge || true
   exit $rc
 }
@@ -43,9 +48,13 @@ SOCK=$(bash "$ROOT/scripts/containerd-up.sh" "$STATE" --registry)
 say "starting the agent tests' containerd in $AGENT_STATE"
 AGENT_SOCK=$(CTRLAB_BRIDGE=crilettest1 CTRLAB_POD_CIDR=10.92.0.0/16 \
   bash "$ROOT/scripts/containerd-up.sh" "$AGENT_STATE")
+say "starting the GC tests' containerd in $GC_STATE (root on a 512 MiB loop fs)"
+GC_SOCK=$(CTRLAB_BRIDGE=crilettest3 CTRLAB_POD_CIDR=10.94.0.0/16 CTRLAB_CGROUP_ROOT=crilet-gc-test \
+  bash "$ROOT/scripts/containerd-up.sh" "$GC_STATE" --root-fs loop:512M)
 
 say "integration tests against unix://$SOCK and unix://$AGENT_SOCK"
 CRILET_TEST_ENDPOINT="unix://$SOCK" CRILET_TEST_POD_CIDR="$CTRLAB_POD_CIDR" \
   CRILET_AGENT_TEST_ENDPOINT="unix://$AGENT_SOCK" CRILET_AGENT_TEST_DIR="$AGENT_STATE" \
   CRILET_AGENT_TEST_BRIDGE=crilettest1 CRILET_AGENT_TEST_POD_CIDR=10.92.0.0/16 \
+  CRILET_GC_TEST_ENDPOINT="unix://$GC_SOCK" CRILET_GC_TEST_DIR="$GC_STATE" \
   cargo test --test integration -- --include-ignored

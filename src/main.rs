@@ -50,6 +50,18 @@ enum Command {
     },
     /// Show the node and pod summary (the kubelet Summary API's content).
     Summary(AgentArgs),
+    /// List the runtime's images as image GC sees them: size, last used,
+    /// in use, pinned.
+    Images(AgentArgs),
+    /// Image garbage collection: with --dry-run, what would be removed now
+    /// and why (nothing is removed; the agent collects on its own period).
+    Gc {
+        /// Show the plan without removing anything (required: the API is read-only).
+        #[arg(long, required = true)]
+        dry_run: bool,
+        #[command(flatten)]
+        agent: AgentArgs,
+    },
 }
 
 /// How the operator commands reach the agent.
@@ -133,6 +145,23 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let summary = agent_client::summary(&a.socket).await?;
             print_as(a.output, &summary, agent_client::render_summary)
         }
+        Command::Images(a) => {
+            let images = agent_client::images(&a.socket).await?;
+            print_as(a.output, &images, |i| {
+                let views: Vec<_> = i
+                    .iter()
+                    .map(crilet::stats::images_api::image_view)
+                    .collect();
+                crilet::images::render::render_images_table(&views, now_unix_nano())
+            })
+        }
+        Command::Gc {
+            dry_run: _,
+            agent: a,
+        } => {
+            let plan = agent_client::plan_image_gc(&a.socket).await?;
+            print_as(a.output, &plan, |p| p.report.clone())
+        }
     }
 }
 
@@ -175,7 +204,23 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         statuses: statuses.clone(),
         samples,
     };
-    let servers = stats_server::spawn(listeners, sources, metrics, cancel.clone());
+    // Image GC; the handle also serves `crilet images` / `crilet gc --dry-run`.
+    let image_gc = crilet::images::gc::ImageGcHandle::new(
+        runtime.clone(),
+        Arc::new(Statvfs),
+        settings.image_gc.clone(),
+        crilet::images::gc::system_clock(),
+    );
+    metrics.set_image_gc(image_gc.counters());
+    let servers = stats_server::spawn(
+        listeners,
+        sources,
+        Some(crilet::stats::images_api::ImagesApi {
+            gc: image_gc.clone(),
+        }),
+        metrics,
+        cancel.clone(),
+    );
     let collector = crilet::stats::collector::Collector {
         runtime: Arc::clone(&runtime),
         disk: Arc::new(Statvfs),
@@ -218,6 +263,8 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         host_ip: node::node_ip(settings.node_ip.as_deref()),
         memory_capacity: node::read_memory_capacity(),
     };
+    // Image GC collects once the runtime answers.
+    tokio::spawn(image_gc.clone().run(cancel.clone()));
     let agent = Agent {
         runtime,
         statuses,
@@ -297,6 +344,7 @@ mod stats_server {
     use crilet::agent::config::ServeSettings;
     use crilet::stats::grpc::{self, StatsApi, TlsFiles};
     use crilet::stats::http::{self, HttpApi};
+    use crilet::stats::images_api::ImagesApi;
     use crilet::stats::{StatsSources, metrics::Metrics};
     use tokio_util::sync::CancellationToken;
 
@@ -346,22 +394,23 @@ mod stats_server {
     pub fn spawn(
         l: Listeners,
         sources: StatsSources,
+        images: Option<ImagesApi>,
         metrics: Arc<Metrics>,
         cancel: CancellationToken,
     ) -> Vec<tokio::task::JoinHandle<()>> {
         let api = StatsApi::new(sources.clone());
         let mut tasks = Vec::new();
         let (listener, path) = l.unix;
-        let (a, c) = (api.clone(), cancel.clone());
+        let (a, i, c) = (api.clone(), images.clone(), cancel.clone());
         tasks.push(tokio::spawn(async move {
-            if let Err(e) = grpc::serve_unix(listener, path, a, c).await {
+            if let Err(e) = grpc::serve_unix(listener, path, a, i, c).await {
                 tracing::error!(error = %e, "the stats socket stopped");
             }
         }));
         if let Some((listener, tls)) = l.tcp {
-            let (a, c) = (api.clone(), cancel.clone());
+            let (a, i, c) = (api.clone(), images.clone(), cancel.clone());
             tasks.push(tokio::spawn(async move {
-                if let Err(e) = grpc::serve_tcp(listener, tls, a, c).await {
+                if let Err(e) = grpc::serve_tcp(listener, tls, a, i, c).await {
                     tracing::error!(error = %e, "the TCP gRPC listener stopped");
                 }
             }));

@@ -69,6 +69,9 @@ pub struct RunArgs {
     /// mirror pods on the API server. Without it crilet runs standalone.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// Image garbage collection (`--image-gc-*`, `--pinned-image`, ...).
+    #[command(flatten)]
+    pub image_gc: Box<crate::images::policy::ImageGcArgs>,
     /// crilet's gRPC API (stats, pods) on this unix socket, mode 0600.
     #[arg(long)]
     pub socket: Option<PathBuf>,
@@ -112,6 +115,8 @@ pub struct ConfigFile {
     pub runtime_request_timeout: Option<String>,
     pub cgroup_root: Option<String>,
     pub logging: Option<LoggingConfig>,
+    #[serde(flatten)]
+    pub image_gc: crate::images::policy::ImageGcFile,
     pub tls_cert_file: Option<PathBuf>,
     pub tls_private_key_file: Option<PathBuf>,
     pub authentication: Option<AuthenticationConfig>,
@@ -163,6 +168,7 @@ pub struct Settings {
     pub cgroup_root: String,
     pub log_format: LogFormat,
     pub kubeconfig: Option<PathBuf>,
+    pub image_gc: crate::images::policy::GcPolicy,
     pub serve: ServeSettings,
 }
 
@@ -176,6 +182,8 @@ pub const DEFAULT_RUNTIME_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 pub enum ConfigError {
     #[error("config file {path}: {message}")]
     File { path: String, message: String },
+    #[error("{0}")]
+    ImageGc(#[from] crate::images::policy::PolicyError),
     #[error("{message}")]
     Flag { message: String },
 }
@@ -262,6 +270,7 @@ pub fn resolve(args: &RunArgs, file: &ConfigFile, origin: &str) -> Result<Settin
             .or(file.logging.as_ref().and_then(|l| l.format))
             .unwrap_or_default(),
         kubeconfig: args.kubeconfig.clone(),
+        image_gc: crate::images::policy::resolve(&args.image_gc, &file.image_gc)?,
         serve: resolve_serve(args, file)?,
     })
 }
@@ -497,6 +506,30 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("fileCheckFrequency"), "{err}");
+    }
+
+    #[test]
+    fn image_gc_fields_come_from_the_file_and_bad_ones_name_the_flag() {
+        let f = parse_config_file(
+            "k.yaml",
+            "imageGCHighThresholdPercent: 70\nimageGCLowThresholdPercent: 60\nimageMinimumGCAge: 1m\npinnedImages: [a:1]\n",
+        )
+        .unwrap();
+        let s = resolve(&RunArgs::default(), &f, "k.yaml").unwrap();
+        assert_eq!(
+            (
+                s.image_gc.high_threshold_percent,
+                s.image_gc.low_threshold_percent
+            ),
+            (70, 60)
+        );
+        assert_eq!(s.image_gc.min_age, Duration::from_secs(60));
+        assert_eq!(s.image_gc.pinned_images, ["a:1"]);
+        let f = parse_config_file("k.yaml", "imageGCLowThresholdPercent: 95\n").unwrap();
+        let err = resolve(&RunArgs::default(), &f, "k.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--image-gc-low-threshold"), "{err}");
     }
 
     #[test]

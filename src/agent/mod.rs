@@ -23,10 +23,10 @@ use crate::config::merge::PodConfig;
 use crate::mirror::manager::AgentView;
 use crate::pod::manager::PodManager;
 use crate::pod::{self, Pod};
-use crate::runtime::Runtime;
 use crate::runtime::mapping::NodeContext;
 use crate::runtime::observe::{RuntimePodSummary, observe_all};
 use crate::runtime::worker::{self, PodWork, StatusCache, WorkerContext, WorkerDone, WorkerHandle};
+use crate::runtime::{Runtime, container_gc};
 
 /// How often the runtime is listed for changes (containerd 1.6 has no events).
 pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
@@ -98,6 +98,12 @@ impl Agent {
             done: done_tx,
         });
         let (view_tx, view_rx) = watch::channel(Arc::new(AgentView::default()));
+        tokio::spawn(container_gc::run(
+            self.runtime.clone(),
+            view_rx.clone(),
+            container_gc::CONTAINER_GC_PERIOD,
+            cancel.clone(),
+        ));
         let (mirrors_tx, mirrors_rx) = mpsc::channel(16);
         let sync = SyncLoop {
             config: PodConfig::new(sources.iter().copied()),

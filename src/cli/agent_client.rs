@@ -40,6 +40,25 @@ impl From<tonic::Status> for ClientError {
 
 /// Connects now (not lazily), so a missing agent is reported at once.
 pub async fn connect(socket: &Path) -> Result<StatsClient<Channel>, ClientError> {
+    Ok(StatsClient::new(channel(socket).await?))
+}
+
+pub async fn images(socket: &Path) -> Result<Vec<pb::ImageInfo>, ClientError> {
+    let mut c = pb::images_client::ImagesClient::new(channel(socket).await?);
+    Ok(c.list_images(pb::ListImagesRequest {})
+        .await?
+        .into_inner()
+        .images)
+}
+
+pub async fn plan_image_gc(socket: &Path) -> Result<pb::ImageGcPlan, ClientError> {
+    let mut c = pb::images_client::ImagesClient::new(channel(socket).await?);
+    Ok(c.plan_image_gc(pb::PlanImageGcRequest {})
+        .await?
+        .into_inner())
+}
+
+async fn channel(socket: &Path) -> Result<Channel, ClientError> {
     let path = socket.to_path_buf();
     if !path.exists() {
         return Err(ClientError::NoSocket(path));
@@ -73,7 +92,7 @@ pub async fn connect(socket: &Path) -> Result<StatsClient<Channel>, ClientError>
             path,
             message: e.to_string(),
         })?;
-    Ok(StatsClient::new(channel))
+    Ok(channel)
 }
 
 /// The proto form of a CLI pod reference.

@@ -1,3 +1,10 @@
-//! Images: disk usage of the image filesystem (and, later, garbage collection).
+//! Images: disk usage of the image filesystem and image garbage collection
+//! (policy, records, selection: pure; the collector drives the runtime).
 
 pub mod disk;
+pub mod gc;
+pub mod policy;
+pub mod records;
+pub mod render;
+pub mod report;
+pub mod select;

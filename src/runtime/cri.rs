@@ -210,6 +210,19 @@ impl Runtime for CriRuntime {
         Ok(runtime_status_from(status))
     }
 
+    async fn sandbox_image(&self) -> Result<Option<String>> {
+        let r = rpc!(
+            self,
+            "Status",
+            runtime.status(pb::StatusRequest { verbose: true })
+        )?;
+        Ok(r.info
+            .get("config")
+            .and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok())
+            .and_then(|c| c.get("sandboxImage")?.as_str().map(str::to_string))
+            .filter(|s| !s.is_empty()))
+    }
+
     async fn run_pod_sandbox(&self, config: &PodSandboxConfig) -> Result<String> {
         let r = rpc!(
             self,

@@ -26,6 +26,7 @@ struct State {
     images: BTreeMap<String, Image>,
     calls: Vec<Call>,
     failures: HashMap<&'static str, VecDeque<tonic::Status>>,
+    sandbox_image: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -66,6 +67,18 @@ impl FakeRuntime {
             },
         );
         id
+    }
+
+    /// What `sandbox_image` answers (default: nothing, like CRI-O).
+    pub fn set_sandbox_image(&self, image: Option<&str>) {
+        self.state.lock().unwrap().sandbox_image = image.map(str::to_string);
+    }
+
+    /// Marks an image as pinned by the runtime.
+    pub fn pin_image(&self, id: &str) {
+        if let Some(i) = self.state.lock().unwrap().images.get_mut(id) {
+            i.pinned = true;
+        }
     }
 
     /// The next call of `op` (a CRI method name, e.g. "RunPodSandbox") fails.
@@ -190,6 +203,11 @@ impl Runtime for FakeRuntime {
         Ok(RuntimeStatus {
             conditions: vec![cond(RUNTIME_READY), cond(NETWORK_READY)],
         })
+    }
+
+    async fn sandbox_image(&self) -> Result<Option<String>> {
+        let s = self.enter("Status", "verbose")?;
+        Ok(s.sandbox_image.clone())
     }
 
     async fn run_pod_sandbox(&self, config: &PodSandboxConfig) -> Result<String> {

@@ -7,6 +7,7 @@
 
 pub mod backoff;
 pub mod cgroup;
+pub mod container_gc;
 mod convert;
 pub mod cri;
 pub mod endpoint;
@@ -40,6 +41,11 @@ pub trait Runtime: Send + Sync {
     // --- RuntimeService
     async fn version(&self) -> Result<VersionInfo>;
     async fn status(&self) -> Result<RuntimeStatus>;
+    /// The runtime's own sandbox (pause) image, when its verbose status
+    /// tells (containerd reports `config.sandboxImage`); `None` otherwise.
+    async fn sandbox_image(&self) -> Result<Option<String>> {
+        Ok(None)
+    }
 
     /// Creates and starts a sandbox; returns its id.
     async fn run_pod_sandbox(&self, config: &PodSandboxConfig) -> Result<String>;

@@ -12,9 +12,11 @@ use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic::{Request, Response, Status};
 
 use super::StatsSources;
+use super::images_api::ImagesApi;
 use super::lookup::{LookupError, PodRef, ResolvedPod, resolve};
 use super::reply;
 use crate::api::stats::v1 as pb;
+use pb::images_server::ImagesServer;
 use pb::stats_server::{Stats, StatsServer};
 
 /// Where `crilet run` serves and the CLI connects by default.
@@ -236,10 +238,14 @@ impl Stats for StatsApi {
     }
 }
 
-/// The stats service with health and reflection, ready to serve.
-async fn router(api: StatsApi) -> tonic::transport::server::Router {
+/// The stats (and, when given, images) service with health and
+/// reflection, ready to serve.
+async fn router(api: StatsApi, images: Option<ImagesApi>) -> tonic::transport::server::Router {
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<StatsServer<StatsApi>>().await;
+    if images.is_some() {
+        reporter.set_serving::<ImagesServer<ImagesApi>>().await;
+    }
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .build_v1()
@@ -253,6 +259,7 @@ async fn router(api: StatsApi) -> tonic::transport::server::Router {
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(StatsServer::new(api))
+        .add_optional_service(images.map(ImagesServer::new))
 }
 
 /// Binds the unix socket: creates its directory, replaces a stale socket
@@ -298,10 +305,11 @@ pub async fn serve_unix(
     listener: tokio::net::UnixListener,
     path: PathBuf,
     api: StatsApi,
+    images: Option<ImagesApi>,
     cancel: CancellationToken,
 ) -> Result<(), ServeError> {
     let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
-    let result = router(api)
+    let result = router(api, images)
         .await
         .serve_with_incoming_shutdown(incoming, cancel.cancelled())
         .await;
@@ -356,6 +364,7 @@ pub async fn serve_tcp(
     listener: tokio::net::TcpListener,
     tls: ServerTlsConfig,
     api: StatsApi,
+    images: Option<ImagesApi>,
     cancel: CancellationToken,
 ) -> Result<(), ServeError> {
     let (reporter, health) = tonic_health::server::health_reporter();
@@ -370,6 +379,7 @@ pub async fn serve_tcp(
         .add_service(health)
         .add_service(reflection)
         .add_service(StatsServer::new(api))
+        .add_optional_service(images.map(ImagesServer::new))
         .serve_with_incoming_shutdown(incoming, cancel.cancelled())
         .await?;
     Ok(())

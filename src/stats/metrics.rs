@@ -16,7 +16,11 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use std::sync::Arc;
+
 use super::StatsSources;
+use crate::images::report::GcCounters;
+use crate::images::select::GcReason;
 use crate::runtime::cri::OperationObserver;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -42,6 +46,24 @@ pub struct Metrics {
     running_pods: Gauge,
     running_containers: Family<ContainerState, Gauge>,
     mirror_pods: Gauge,
+    image_gc: std::sync::OnceLock<Arc<GcCounters>>,
+    gc_images: Family<Reason, Counter>,
+    gc_bytes: Family<Reason, Counter>,
+    gc_collections: Counter,
+    gc_shortfalls: Counter,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Reason {
+    reason: String,
+}
+
+/// Raises a counter to `value` (the source counts only ever increase).
+fn catch_up(c: &Counter, value: u64) {
+    let now = c.get();
+    if value > now {
+        c.inc_by(value - now);
+    }
 }
 
 impl std::fmt::Debug for Metrics {
@@ -97,6 +119,30 @@ impl Metrics {
             "Number of mirror pods crilet holds for its static pods.",
             mirror_pods.clone(),
         );
+        let gc_images = Family::<Reason, Counter>::default();
+        let gc_bytes = Family::<Reason, Counter>::default();
+        let gc_collections = Counter::default();
+        let gc_shortfalls = Counter::default();
+        registry.register(
+            "kubelet_image_garbage_collected",
+            "Images removed by image GC, by reason (space or age).",
+            gc_images.clone(),
+        );
+        registry.register(
+            "crilet_image_gc_freed_bytes",
+            "Bytes (image sizes) image GC removed, by reason.",
+            gc_bytes.clone(),
+        );
+        registry.register(
+            "crilet_image_gc_collections",
+            "Image GC collections run.",
+            gc_collections.clone(),
+        );
+        registry.register(
+            "crilet_image_gc_shortfalls",
+            "Collections that could not bring usage down to the low threshold.",
+            gc_shortfalls.clone(),
+        );
         Metrics {
             registry,
             operations,
@@ -105,11 +151,36 @@ impl Metrics {
             running_pods,
             running_containers,
             mirror_pods,
+            image_gc: std::sync::OnceLock::new(),
+            gc_images,
+            gc_bytes,
+            gc_collections,
+            gc_shortfalls,
         }
+    }
+
+    /// Exports image GC's counters from now on.
+    pub fn set_image_gc(&self, counters: Arc<GcCounters>) {
+        let _ = self.image_gc.set(counters);
     }
 
     /// Sets the gauges from the snapshots and renders the text format.
     pub fn render(&self, sources: &StatsSources) -> String {
+        if let Some(gc) = self.image_gc.get() {
+            use std::sync::atomic::Ordering::Relaxed;
+            for reason in [GcReason::Space, GcReason::Age] {
+                let label = Reason {
+                    reason: reason.as_str().to_owned(),
+                };
+                catch_up(
+                    &self.gc_images.get_or_create(&label),
+                    gc.images_removed(reason),
+                );
+                catch_up(&self.gc_bytes.get_or_create(&label), gc.bytes_freed(reason));
+            }
+            catch_up(&self.gc_collections, gc.collections.load(Relaxed));
+            catch_up(&self.gc_shortfalls, gc.space_shortfalls.load(Relaxed));
+        }
         let view = sources.view();
         self.mirror_pods
             .set(view.manager.get_mirror_pods().len() as i64);

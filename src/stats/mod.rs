@@ -9,6 +9,7 @@ pub mod collector;
 pub mod grpc;
 pub mod host;
 pub mod http;
+pub mod images_api;
 pub mod lookup;
 pub mod metrics;
 pub mod reply;
