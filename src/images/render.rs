@@ -104,7 +104,11 @@ pub fn render_gc_report(r: &GcReport) -> String {
         out.push_str("Space: below the high threshold, nothing to free\n");
     }
     if r.removed.is_empty() {
-        let _ = writeln!(out, "Nothing {verb}.");
+        out.push_str(if r.dry_run {
+            "Nothing would be removed.\n"
+        } else {
+            "Nothing was removed.\n"
+        });
     }
     for x in &r.removed {
         let _ = writeln!(

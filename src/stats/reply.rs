@@ -27,8 +27,12 @@ pub fn identity(r: &ResolvedPod) -> pb::PodIdentity {
 /// (not started yet, or sampled before it started).
 pub fn pod_stats(r: &ResolvedPod, sample: &Sample) -> Option<pb::PodStats> {
     let s = sample.pods.get(&r.static_uid)?;
-    Some(pb::PodStats {
-        pod: Some(identity(r)),
+    Some(pod_message(identity(r), sample, s))
+}
+
+fn pod_message(identity: pb::PodIdentity, sample: &Sample, s: &types::PodStats) -> pb::PodStats {
+    pb::PodStats {
+        pod: Some(identity),
         sample_time_unix_nano: sample.time.0,
         start_time_unix_nano: s.start_time.0,
         cpu: s.cpu.as_ref().map(cpu),
@@ -37,7 +41,7 @@ pub fn pod_stats(r: &ResolvedPod, sample: &Sample) -> Option<pb::PodStats> {
         ephemeral_storage: s.ephemeral_storage.as_ref().map(fs),
         process_count: s.process_stats.as_ref().and_then(|p| p.process_count),
         containers: s.containers.iter().map(container).collect(),
-    })
+    }
 }
 
 /// Every managed pod that the sample has, sorted by full name.
@@ -93,17 +97,7 @@ pub fn summary_message(manager: &PodManager, sample: &Sample, only: bool) -> pb:
                     mirror_uid: String::new(),
                 },
             };
-            pb::PodStats {
-                pod: Some(identity),
-                sample_time_unix_nano: sample.time.0,
-                start_time_unix_nano: p.start_time.0,
-                cpu: p.cpu.as_ref().map(cpu),
-                memory: p.memory.as_ref().map(memory),
-                network: p.network.as_ref().map(network),
-                ephemeral_storage: p.ephemeral_storage.as_ref().map(fs),
-                process_count: p.process_stats.as_ref().and_then(|x| x.process_count),
-                containers: p.containers.iter().map(container).collect(),
-            }
+            pod_message(identity, sample, p)
         })
         .collect();
     pb::Summary {
