@@ -24,6 +24,23 @@ pub enum Protection {
     Configured,
 }
 
+impl Protection {
+    pub const ALL: [Protection; 3] = [
+        Protection::Runtime,
+        Protection::Sandbox,
+        Protection::Configured,
+    ];
+
+    /// The name the API uses: "runtime", "sandbox" or "configured".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protection::Runtime => "runtime",
+            Protection::Sandbox => "sandbox",
+            Protection::Configured => "configured",
+        }
+    }
+}
+
 /// One image as GC sees it. Times are nanoseconds since the Unix epoch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -8,21 +8,8 @@ use std::fmt::Write;
 use super::gc::{GcReport, ImageView};
 use super::records::Protection;
 
-/// "1.5 GiB", "700 KiB", "12 B".
-pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
+/// "1.5 GiB", "700 KiB", "12 B": the CLI's byte sizes.
+pub use crate::cli::human_bytes as bytes;
 
 /// "3m10s ago" for a time in nanoseconds, relative to `now`.
 pub fn ago(now: i64, at: i64) -> String {

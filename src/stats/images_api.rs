@@ -14,15 +14,6 @@ pub struct ImagesApi {
     pub gc: ImageGcHandle,
 }
 
-pub fn protection(p: Option<Protection>) -> &'static str {
-    match p {
-        None => "",
-        Some(Protection::Runtime) => "runtime",
-        Some(Protection::Sandbox) => "sandbox",
-        Some(Protection::Configured) => "configured",
-    }
-}
-
 pub fn image_info(v: &ImageView) -> pb::ImageInfo {
     pb::ImageInfo {
         id: v.id.clone(),
@@ -32,7 +23,7 @@ pub fn image_info(v: &ImageView) -> pb::ImageInfo {
         first_detected_unix_nano: v.first_detected.unwrap_or(0),
         last_used_unix_nano: v.last_used.unwrap_or(0),
         in_use: v.in_use,
-        pinned: protection(v.pinned).into(),
+        pinned: v.pinned.map_or("", Protection::as_str).into(),
     }
 }
 
@@ -46,12 +37,7 @@ pub fn image_view(i: &pb::ImageInfo) -> ImageView {
         first_detected: (i.first_detected_unix_nano != 0).then_some(i.first_detected_unix_nano),
         last_used: (i.last_used_unix_nano != 0).then_some(i.last_used_unix_nano),
         in_use: i.in_use,
-        pinned: match i.pinned.as_str() {
-            "runtime" => Some(Protection::Runtime),
-            "sandbox" => Some(Protection::Sandbox),
-            "configured" => Some(Protection::Configured),
-            _ => None,
-        },
+        pinned: Protection::ALL.into_iter().find(|p| p.as_str() == i.pinned),
     }
 }
 
