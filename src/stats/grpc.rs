@@ -239,8 +239,12 @@ impl Stats for StatsApi {
 }
 
 /// The stats (and, when given, images) service with health and
-/// reflection, ready to serve.
-async fn router(api: StatsApi, images: Option<ImagesApi>) -> tonic::transport::server::Router {
+/// reflection on `server` (plain for the unix socket, TLS for TCP).
+async fn router(
+    mut server: Server,
+    api: StatsApi,
+    images: Option<ImagesApi>,
+) -> tonic::transport::server::Router {
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<StatsServer<StatsApi>>().await;
     if images.is_some() {
@@ -254,7 +258,7 @@ async fn router(api: StatsApi, images: Option<ImagesApi>) -> tonic::transport::s
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()
         .expect("the embedded descriptor set is valid");
-    Server::builder()
+    server
         .add_service(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
@@ -309,7 +313,7 @@ pub async fn serve_unix(
     cancel: CancellationToken,
 ) -> Result<(), ServeError> {
     let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
-    let result = router(api, images)
+    let result = router(Server::builder(), api, images)
         .await
         .serve_with_incoming_shutdown(incoming, cancel.cancelled())
         .await;
@@ -367,19 +371,9 @@ pub async fn serve_tcp(
     images: Option<ImagesApi>,
     cancel: CancellationToken,
 ) -> Result<(), ServeError> {
-    let (reporter, health) = tonic_health::server::health_reporter();
-    reporter.set_serving::<StatsServer<StatsApi>>().await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .build_v1()
-        .expect("the embedded descriptor set is valid");
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    Server::builder()
-        .tls_config(tls)?
-        .add_service(health)
-        .add_service(reflection)
-        .add_service(StatsServer::new(api))
-        .add_optional_service(images.map(ImagesServer::new))
+    router(Server::builder().tls_config(tls)?, api, images)
+        .await
         .serve_with_incoming_shutdown(incoming, cancel.cancelled())
         .await?;
     Ok(())
