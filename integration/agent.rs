@@ -154,8 +154,8 @@ impl Drop for AgentProcess {
     }
 }
 
-/// Removes every pod from the agent tests' runtime, so each test starts empty.
-pub async fn clean_runtime(rt: &CriRuntime) {
+/// Stops and removes every sandbox, then removes every container left.
+pub async fn remove_all_pods(rt: &CriRuntime) {
     for s in rt
         .list_pod_sandbox(&PodSandboxFilter::default())
         .await
@@ -171,6 +171,11 @@ pub async fn clean_runtime(rt: &CriRuntime) {
     {
         let _ = rt.remove_container(&c.id).await;
     }
+}
+
+/// Removes every pod from the agent tests' runtime, so each test starts empty.
+pub async fn clean_runtime(rt: &CriRuntime) {
+    remove_all_pods(rt).await;
     let root = Path::new(CGROUP_ROOT);
     for h in std::fs::read_dir(root).into_iter().flatten().flatten() {
         let dir = h.path().join(CGROUP_ROOT_NAME);

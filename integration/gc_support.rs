@@ -131,21 +131,7 @@ impl Drop for Fill {
 /// Removes every pod, container and test image: each test starts clean.
 pub async fn clean(rt: &CriRuntime) {
     let _ = std::fs::remove_file(gc_dir().join("root").join("crilet-gc-fill"));
-    for s in rt
-        .list_pod_sandbox(&PodSandboxFilter::default())
-        .await
-        .unwrap()
-    {
-        let _ = rt.stop_pod_sandbox(&s.id).await;
-        let _ = rt.remove_pod_sandbox(&s.id).await;
-    }
-    for c in rt
-        .list_containers(&ContainerFilter::default())
-        .await
-        .unwrap()
-    {
-        let _ = rt.remove_container(&c.id).await;
-    }
+    crate::agent::remove_all_pods(rt).await;
     for i in rt.list_images().await.unwrap() {
         if i.repo_tags.iter().any(|t| t.starts_with("crilet.test/gc/")) {
             rt.remove_image(&i.id).await.unwrap();

@@ -18,16 +18,7 @@ const STATIC: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const MIRROR: &str = "11111111-2222-3333-4444-555555555555";
 
 fn pod(uid: &str, annotations: &[(&str, &str)]) -> Pod {
-    let mut p = Pod::default();
-    p.metadata.name = Some("web-n1".into());
-    p.metadata.namespace = Some("default".into());
-    p.metadata.uid = Some(uid.into());
-    p.metadata.annotations = Some(
-        annotations
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect(),
-    );
+    let mut p = crate::stats::lookup::tests::pod("web-n1", uid, annotations);
     p.spec = Some(PodSpec {
         containers: vec![k8s_openapi::api::core::v1::Container {
             name: "app".into(),

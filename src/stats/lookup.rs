@@ -127,11 +127,13 @@ pub fn resolve(manager: &PodManager, r: &PodRef) -> Result<ResolvedPod, LookupEr
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::pod::CONFIG_MIRROR_ANNOTATION;
 
-    fn pod(name: &str, uid: &str, annotations: &[(&str, &str)]) -> Pod {
+    /// A pod in namespace default with these annotations (also used by the
+    /// API's tests).
+    pub(crate) fn pod(name: &str, uid: &str, annotations: &[(&str, &str)]) -> Pod {
         let mut p = Pod::default();
         p.metadata.name = Some(name.into());
         p.metadata.namespace = Some("default".into());
