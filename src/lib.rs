@@ -10,6 +10,7 @@ pub mod mirror;
 pub mod pod;
 pub mod runtime;
 pub mod stats;
+pub mod units;
 
 /// Generated CRI messages and clients. Only `runtime::cri` and
 /// `runtime::convert` use them: the rest of the crate speaks domain types.

@@ -7,7 +7,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use crilet::agent::config::{LogFormat, RunArgs};
-use crilet::cli::{OutputFormat, agent_client, duration::parse_duration, runtime_info};
+use crilet::cli::{OutputFormat, agent_client, runtime_info};
+use crilet::units::parse_duration;
 use crilet::images::disk::Statvfs;
 use crilet::runtime::{CriRuntime, DEFAULT_ENDPOINT, RuntimeError, RuntimeOptions};
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::cli::duration::parse_duration;
+use crate::units::parse_duration;
 use crate::runtime::DEFAULT_ENDPOINT;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]

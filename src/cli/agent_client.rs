@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use hyper_util::rt::TokioIo;
 use tonic::transport::{Channel, Uri};
 
-use super::human_bytes;
+use crate::units::human_bytes;
 use crate::api::stats::v1 as pb;
 use crate::stats::lookup::PodRef;
 use pb::stats_client::StatsClient;

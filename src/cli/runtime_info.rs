@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::human_bytes;
+use crate::units::human_bytes;
 use crate::images::disk::{DiskStats, FsStats};
 use crate::runtime::{self, NETWORK_READY, RUNTIME_READY, Runtime};
 

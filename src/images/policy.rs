@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::cli::duration::parse_duration;
+use crate::units::parse_duration;
 
 pub const DEFAULT_HIGH_THRESHOLD_PERCENT: i32 = 90;
 pub const DEFAULT_LOW_THRESHOLD_PERCENT: i32 = 80;

@@ -9,7 +9,7 @@ use super::gc::{GcReport, ImageView};
 use super::records::Protection;
 
 /// "1.5 GiB", "700 KiB", "12 B": the CLI's byte sizes.
-pub use crate::cli::human_bytes as bytes;
+pub use crate::units::human_bytes as bytes;
 
 /// "3m10s ago" for a time in nanoseconds, relative to `now`.
 pub fn ago(now: i64, at: i64) -> String {
