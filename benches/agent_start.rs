@@ -20,7 +20,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{pod, raw_remove, raw_start, summary};
-use crilet::runtime::*;
+use crilet::cri::*;
+use crilet::kuberuntime::labels;
 
 const NODE: &str = "bench-node";
 

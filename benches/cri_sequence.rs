@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{ms, pod};
-use crilet::runtime::cgroup::{CGROUP_ROOT, remove_pod_cgroup};
-use crilet::runtime::*;
+use crilet::agent::cgroup::{CGROUP_ROOT, remove_pod_cgroup};
+use crilet::cri::*;
 
 const STEPS: [&str; 5] = [
     "RunPodSandbox",

@@ -8,10 +8,10 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use crilet::cri::{Container, ContainerMetadata, ContainerState, Image};
 use crilet::images::policy::GcPolicy;
 use crilet::images::records::ImageRecords;
 use crilet::images::select::{DiskUsage, plan};
-use crilet::runtime::{Container, ContainerMetadata, ContainerState, Image};
 
 const S: i64 = 1_000_000_000;
 

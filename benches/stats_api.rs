@@ -17,11 +17,11 @@ mod common;
 use common::{ms, pod, raw_remove, raw_start};
 use crilet::api::stats::v1 as pb;
 use crilet::cli::agent_client;
+use crilet::cri::*;
 use crilet::images::disk::Statvfs;
-use crilet::mirror::manager::AgentView;
 use crilet::pod::Pod;
 use crilet::pod::manager::PodManager;
-use crilet::runtime::*;
+use crilet::pod::view::AgentView;
 use crilet::stats::collector::Collector;
 use crilet::stats::{StatsSources, grpc, http, metrics::Metrics};
 

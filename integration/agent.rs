@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crilet::runtime::cgroup::{CGROUP_ROOT, pod_cgroup_dirs};
-use crilet::runtime::labels::{ContainerLabels, PodSandboxLabels};
-use crilet::runtime::*;
+use crilet::agent::cgroup::{CGROUP_ROOT, pod_cgroup_dirs};
+use crilet::cri::*;
+use crilet::kuberuntime::labels::{ContainerLabels, PodSandboxLabels};
 
 use crate::support::eventually;
 
@@ -180,7 +180,7 @@ pub async fn clean_runtime(rt: &CriRuntime) {
     for h in std::fs::read_dir(root).into_iter().flatten().flatten() {
         let dir = h.path().join(CGROUP_ROOT_NAME);
         if dir.is_dir() {
-            let _ = crilet::runtime::cgroup::remove_pod_cgroup(&h.path(), CGROUP_ROOT_NAME);
+            let _ = crilet::agent::cgroup::remove_pod_cgroup(&h.path(), CGROUP_ROOT_NAME);
         }
     }
 }

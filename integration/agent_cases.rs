@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use crilet::runtime::labels::ContainerLabels;
-use crilet::runtime::*;
+use crilet::cri::*;
+use crilet::kuberuntime::labels::ContainerLabels;
 
 use crate::agent::*;
 use crate::support::eventually;

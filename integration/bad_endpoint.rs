@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crilet::runtime::{CriRuntime, Runtime, RuntimeOptions};
+use crilet::cri::{CriRuntime, Runtime, RuntimeOptions};
 
 struct Outcome {
     code: Option<i32>,

@@ -3,9 +3,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crilet::runtime::cgroup::{CGROUP_ROOT, pod_cgroup_dirs, remove_pod_cgroup};
-use crilet::runtime::labels::{ContainerLabels, PodSandboxLabels};
-use crilet::runtime::*;
+use crilet::agent::cgroup::{CGROUP_ROOT, pod_cgroup_dirs, remove_pod_cgroup};
+use crilet::cri::*;
+use crilet::kuberuntime::labels::{self, ContainerLabels, PodSandboxLabels};
 
 use crate::support::*;
 

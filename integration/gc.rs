@@ -5,14 +5,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crilet::agent::container_gc;
+use crilet::cri::*;
 use crilet::images::disk::Statvfs;
 use crilet::images::gc::{ImageGcHandle, system_clock};
 use crilet::images::policy::GcPolicy;
 use crilet::images::records::Protection;
 use crilet::images::select::KeepReason;
-use crilet::mirror::manager::AgentView;
-use crilet::runtime::container_gc;
-use crilet::runtime::*;
+use crilet::pod::view::AgentView;
 use tokio_util::sync::CancellationToken;
 
 use crate::gc_support::*;
@@ -250,7 +250,7 @@ async fn dead_container_gc_keeps_the_newest_exited_instance() {
     }
     attempt(&rt, &p, &sb, 4, true).await;
     let (tx, rx) = tokio::sync::watch::channel(Arc::new(AgentView {
-        unseen_sources: crilet::config::merge::UnseenSources::new(["file"]),
+        unseen_sources: crilet::pod::view::UnseenSources::new(["file"]),
         ..AgentView::default()
     }));
     // The pod is not known to be gone (sources not all seen): only the surplus.

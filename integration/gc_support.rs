@@ -9,9 +9,9 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crilet::cri::*;
 use crilet::images::disk::{DiskStats, Statvfs};
 use crilet::images::select::DiskUsage;
-use crilet::runtime::*;
 
 use crate::support::PodFixture;
 

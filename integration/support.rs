@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use crilet::runtime::labels::{ContainerLabels, PodSandboxLabels};
-use crilet::runtime::*;
+use crilet::cri::*;
+use crilet::kuberuntime::labels::{ContainerLabels, PodSandboxLabels};
 
 /// Images the harness imports.
 pub const BUSYBOX: &str = "docker.io/library/busybox:latest";

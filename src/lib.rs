@@ -5,10 +5,11 @@
 pub mod agent;
 pub mod cli;
 pub mod config;
+pub mod cri;
 pub mod images;
+pub mod kuberuntime;
 pub mod mirror;
 pub mod pod;
-pub mod runtime;
 pub mod stats;
 pub mod units;
 

@@ -8,9 +8,9 @@ use clap::{Parser, Subcommand};
 
 use crilet::agent::config::{LogFormat, RunArgs};
 use crilet::cli::{OutputFormat, agent_client, runtime_info};
-use crilet::units::parse_duration;
+use crilet::cri::{CriRuntime, DEFAULT_ENDPOINT, RuntimeError, RuntimeOptions};
 use crilet::images::disk::Statvfs;
-use crilet::runtime::{CriRuntime, DEFAULT_ENDPOINT, RuntimeError, RuntimeOptions};
+use crilet::units::parse_duration;
 
 #[derive(Parser)]
 #[command(
@@ -169,11 +169,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 /// `crilet run`: start the agent and run until SIGTERM or SIGINT; pods are
 /// left running, as the kubelet leaves them.
 async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
+    use crilet::agent::cgroup::CGROUP_ROOT;
     use crilet::agent::{Agent, node};
-    use crilet::mirror::manager::AgentView;
-    use crilet::runtime::mapping::NodeContext;
-    use crilet::runtime::worker::StatusCache;
-    use crilet::runtime::{Runtime, cgroup::CGROUP_ROOT};
+    use crilet::cri::Runtime;
+    use crilet::kuberuntime::mapping::NodeContext;
+    use crilet::pod::view::AgentView;
+    use crilet::pod::view::StatusCache;
     use std::sync::Arc;
 
     let settings = crilet::agent::config::load(&args)?;

@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crilet::runtime::labels::{ContainerLabels, PodSandboxLabels};
-use crilet::runtime::*;
+use crilet::cri::*;
+use crilet::kuberuntime::labels::{ContainerLabels, PodSandboxLabels};
 
 /// The i-th benchmark pod (names unique per process).
 pub fn pod(i: usize, log_dir: &Path) -> (PodSandboxConfig, ContainerConfig) {
@@ -102,8 +102,8 @@ pub async fn raw_remove(rt: &dyn Runtime, sandbox_id: &str, cgroup_parent: &str)
     rt.remove_pod_sandbox(sandbox_id)
         .await
         .expect("RemovePodSandbox");
-    let _ = crilet::runtime::cgroup::remove_pod_cgroup(
-        Path::new(crilet::runtime::cgroup::CGROUP_ROOT),
+    let _ = crilet::agent::cgroup::remove_pod_cgroup(
+        Path::new(crilet::agent::cgroup::CGROUP_ROOT),
         cgroup_parent,
     );
 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::cri::DEFAULT_ENDPOINT;
 use crate::units::parse_duration;
-use crate::runtime::DEFAULT_ENDPOINT;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -6,8 +6,12 @@
 //! manager through a watch channel. Shutdown fans out from one
 //! cancellation token and leaves pods running, as the kubelet does.
 
+pub mod cgroup;
 pub mod config;
+pub mod container_gc;
 pub mod node;
+pub mod observe;
+pub mod worker;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -20,13 +24,15 @@ use tokio_util::sync::CancellationToken;
 use crate::config::file::{self as file_source, FileSourceConfig, SourceSet};
 use crate::config::http::UrlSource;
 use crate::config::merge::PodConfig;
-use crate::mirror::manager::AgentView;
+use crate::cri::Runtime;
+use crate::kuberuntime::mapping::NodeContext;
+use crate::kuberuntime::observe::RuntimePodSummary;
 use crate::pod::manager::PodManager;
+use crate::pod::view::AgentView;
+use crate::pod::view::StatusCache;
 use crate::pod::{self, Pod};
-use crate::runtime::mapping::NodeContext;
-use crate::runtime::observe::{RuntimePodSummary, observe_all};
-use crate::runtime::worker::{self, PodWork, StatusCache, WorkerContext, WorkerDone, WorkerHandle};
-use crate::runtime::{Runtime, container_gc};
+use observe::observe_all;
+use worker::{PodWork, WorkerContext, WorkerDone, WorkerHandle};
 
 /// How often the runtime is listed for changes (containerd 1.6 has no events).
 pub const RELIST_PERIOD: Duration = Duration::from_secs(1);

@@ -1,7 +1,7 @@
 //! Facts about the node the agent runs on: its name, IP, DNS and memory.
 //! The parsers are pure; the `read_*` functions do the I/O.
 
-use crate::runtime::DnsConfig;
+use crate::cri::DnsConfig;
 
 /// The node name: the override if given, else the kernel's hostname,
 /// lowercased as the kubelet does.

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use hyper_util::rt::TokioIo;
 use tonic::transport::{Channel, Uri};
 
-use crate::units::human_bytes;
 use crate::api::stats::v1 as pb;
 use crate::stats::lookup::PodRef;
+use crate::units::human_bytes;
 use pb::stats_client::StatsClient;
 
 #[derive(Debug, thiserror::Error)]

@@ -5,9 +5,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::units::human_bytes;
+use crate::cri::{self, NETWORK_READY, RUNTIME_READY, Runtime};
 use crate::images::disk::{DiskStats, FsStats};
-use crate::runtime::{self, NETWORK_READY, RUNTIME_READY, Runtime};
+use crate::units::human_bytes;
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -16,7 +16,7 @@ pub struct RuntimeInfo {
     pub runtime_name: String,
     pub runtime_version: String,
     pub runtime_api_version: String,
-    pub conditions: Vec<runtime::RuntimeCondition>,
+    pub conditions: Vec<cri::RuntimeCondition>,
     pub image_filesystems: Vec<ImageFilesystem>,
     pub images: Vec<ImageRow>,
     /// What `crictl pods` shows.
@@ -33,7 +33,7 @@ pub struct SandboxRow {
     pub namespace: String,
     pub uid: String,
     pub attempt: u32,
-    pub state: runtime::PodSandboxState,
+    pub state: cri::PodSandboxState,
     pub created_at: i64,
 }
 
@@ -44,7 +44,7 @@ pub struct ContainerRow {
     pub pod_sandbox_id: String,
     pub name: String,
     pub attempt: u32,
-    pub state: runtime::ContainerState,
+    pub state: cri::ContainerState,
     pub image: String,
     /// The `io.kubernetes.pod.name` label: crictl's POD column.
     pub pod_name: String,
@@ -80,7 +80,7 @@ pub async fn gather(
     rt: &dyn Runtime,
     endpoint: &str,
     disk: &dyn DiskStats,
-) -> runtime::Result<RuntimeInfo> {
+) -> cri::Result<RuntimeInfo> {
     let version = rt.version().await?;
     let status = rt.status().await?;
     let fs = rt.image_fs_info().await?;
@@ -147,7 +147,7 @@ pub async fn gather(
         .map(|c| ContainerRow {
             pod_name: c
                 .labels
-                .get(runtime::labels::POD_NAME_LABEL)
+                .get(crate::kuberuntime::labels::POD_NAME_LABEL)
                 .cloned()
                 .unwrap_or_else(|| "unknown".into()),
             id: c.id,
@@ -273,7 +273,7 @@ fn short_id(id: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::FakeRuntime;
+    use crate::cri::FakeRuntime;
 
     struct FixedDisk;
     impl DiskStats for FixedDisk {
@@ -313,7 +313,7 @@ mod tests {
 
     #[tokio::test]
     async fn lists_sandboxes_and_containers_as_crictl_would() {
-        use crate::runtime::*;
+        use crate::cri::*;
         let rt = FakeRuntime::new();
         rt.add_image("busybox", 1);
         let sb = PodSandboxConfig {
@@ -332,7 +332,10 @@ mod tests {
                 attempt: 1,
             },
             image: "busybox".into(),
-            labels: Labels::from([(labels::POD_NAME_LABEL.to_string(), "web-node1".to_string())]),
+            labels: Labels::from([(
+                crate::kuberuntime::labels::POD_NAME_LABEL.to_string(),
+                "web-node1".to_string(),
+            )]),
             ..Default::default()
         };
         rt.create_container(&id, &c, &sb).await.unwrap();

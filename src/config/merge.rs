@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
 use crate::pod::defaults::pod_content_equal;
+use crate::pod::view::UnseenSources;
 use crate::pod::{self, Pod};
 
 /// One pod as a source reported it, with where it came from (a file path or
@@ -73,29 +74,6 @@ struct SourceState {
     /// pods of other sources can change who blocks a pod without anything
     /// changing in this source, and that must not warn again.
     rejected: BTreeSet<(String, String, String)>,
-}
-
-/// The configured sources that have not reported yet. Each holds back the
-/// deletion of its own pods only: a URL that never answered must not keep a
-/// pod removed from the manifest directory running.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct UnseenSources(BTreeSet<String>);
-
-impl UnseenSources {
-    pub fn new<'a>(sources: impl IntoIterator<Item = &'a str>) -> Self {
-        UnseenSources(sources.into_iter().map(String::from).collect())
-    }
-
-    /// Whether a pod nobody wants may be deleted, given the source it says
-    /// it came from (its `kubernetes.io/config.source`). A pod that names no
-    /// source waits for every source.
-    pub fn allows_deletion(&self, source: Option<&str>) -> bool {
-        match source {
-            _ if self.0.is_empty() => true,
-            Some(source) => !self.0.contains(source),
-            None => false,
-        }
-    }
 }
 
 /// The merged desired pods of all sources.

@@ -17,7 +17,7 @@ use super::policy::GcPolicy;
 use super::records::{ImageRecord, ImageRecords};
 pub use super::report::{Failed, GcCounters, GcReport, Removed};
 use super::select::{self, DiskUsage, GcReason, SelectError, Selected};
-use crate::runtime::{ContainerFilter, Runtime, RuntimeError};
+use crate::cri::{ContainerFilter, Runtime, RuntimeError};
 
 /// What `images()` shows of one image.
 pub type ImageView = ImageRecord;

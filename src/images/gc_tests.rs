@@ -2,9 +2,9 @@ use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
 use super::*;
+use crate::cri::{ContainerConfig, ContainerMetadata, FakeRuntime, PodSandboxConfig};
 use crate::images::disk::FsStats;
 use crate::images::select::KeepReason;
-use crate::runtime::{ContainerConfig, ContainerMetadata, FakeRuntime, PodSandboxConfig};
 
 const MIB: u64 = 1 << 20;
 const S: i64 = 1_000_000_000;
@@ -52,7 +52,7 @@ fn fixture(free_mib: u64, policy: GcPolicy) -> Fixture {
 impl Fixture {
     async fn run_container(&self, image: &str) -> String {
         let sb = PodSandboxConfig {
-            metadata: crate::runtime::PodSandboxMetadata {
+            metadata: crate::cri::PodSandboxMetadata {
                 name: format!("p-{image}"),
                 ..Default::default()
             },

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::runtime::{Container, Image};
+use crate::cri::{Container, Image};
 
 /// Why an image is never removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

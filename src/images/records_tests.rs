@@ -1,5 +1,5 @@
 use super::*;
-use crate::runtime::{ContainerMetadata, ContainerState};
+use crate::cri::{ContainerMetadata, ContainerState};
 
 pub(crate) fn image(id: &str, tag: &str, size: u64) -> Image {
     Image {

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::PodStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde_json::Value;
 
-use crate::config::merge::UnseenSources;
+use crate::pod::view::UnseenSources;
 use crate::pod::{
     CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION, CONFIG_SOURCE_ANNOTATION, Pod, annotation,
     full_name, is_mirror_pod, name, namespace, uid,

@@ -21,19 +21,8 @@ use super::decide::{
     DeleteReason, MirrorAction, MirrorInputs, NodeRef, decide, mirror_pod_for, status_differs,
 };
 use super::node::{new_node, node_lease, node_status};
-use crate::config::merge::UnseenSources;
+use crate::pod::view::{AgentView, StatusCache};
 use crate::pod::{self, manager::PodManager};
-use crate::runtime::worker::StatusCache;
-
-/// What the sync loop publishes for readers.
-#[derive(Debug, Clone, Default)]
-pub struct AgentView {
-    pub manager: Arc<PodManager>,
-    /// Full names of static pods still terminating: their mirrors stay.
-    pub terminating: HashSet<String>,
-    /// Sources not heard from yet: orphaned mirrors of theirs stay.
-    pub unseen_sources: UnseenSources,
-}
 
 /// How often the node status, the lease and every mirror status are written.
 pub const RESYNC_PERIOD: Duration = Duration::from_secs(10);

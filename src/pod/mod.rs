@@ -7,6 +7,7 @@
 pub mod defaults;
 pub mod manager;
 pub mod model;
+pub mod view;
 
 pub use k8s_openapi::api::core::v1::Pod;
 

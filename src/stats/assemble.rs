@@ -9,11 +9,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::types::*;
+use crate::cri::{self, Container, ContainerState, FilesystemUsage, PodSandbox, PodSandboxState};
 use crate::images::disk::FsStats as FsCapacity;
-use crate::runtime::labels::{ContainerLabels, PodSandboxLabels};
-use crate::runtime::{
-    self, Container, ContainerState, FilesystemUsage, PodSandbox, PodSandboxState,
-};
+use crate::kuberuntime::labels::{ContainerLabels, PodSandboxLabels};
 
 /// A cumulative CPU reading: (when, core-nanoseconds so far).
 pub type CpuReading = (i64, u64);
@@ -57,8 +55,8 @@ pub struct RawRound {
     pub containers: Vec<Container>,
     /// `None` when the runtime does not implement ListPodSandboxStats: pod
     /// CPU and memory are then the sums over the pod's containers.
-    pub sandbox_stats: Option<Vec<runtime::PodSandboxStats>>,
-    pub container_stats: Vec<runtime::ContainerStats>,
+    pub sandbox_stats: Option<Vec<cri::PodSandboxStats>>,
+    pub container_stats: Vec<cri::ContainerStats>,
     /// Bytes and files under each container's log directory, by container id.
     pub log_usage: HashMap<String, (u64, u64)>,
     /// The filesystem holding the log directories.
@@ -116,13 +114,13 @@ pub fn assemble(raw: &RawRound, previous: Option<&Sample>) -> Sample {
             }
         }
     }
-    let sandbox_stats: HashMap<&str, &runtime::PodSandboxStats> = raw
+    let sandbox_stats: HashMap<&str, &cri::PodSandboxStats> = raw
         .sandbox_stats
         .iter()
         .flatten()
         .map(|s| (s.id.as_str(), s))
         .collect();
-    let container_stats: HashMap<&str, &runtime::ContainerStats> = raw
+    let container_stats: HashMap<&str, &cri::ContainerStats> = raw
         .container_stats
         .iter()
         .map(|s| (s.id.as_str(), s))
@@ -280,7 +278,7 @@ fn container(
     raw: &RawRound,
     c: &Container,
     labels: &ContainerLabels,
-    stats: Option<&runtime::ContainerStats>,
+    stats: Option<&cri::ContainerStats>,
     rate: &mut impl FnMut(&str, Option<CpuReading>) -> Option<u64>,
 ) -> ContainerStats {
     let t = raw.time;
@@ -329,7 +327,7 @@ fn container(
     }
 }
 
-fn memory_stats(m: &runtime::MemoryUsage, round: Time) -> MemoryStats {
+fn memory_stats(m: &cri::MemoryUsage, round: Time) -> MemoryStats {
     MemoryStats {
         time: stamp(m.timestamp, round),
         available_bytes: m.available_bytes,
@@ -341,8 +339,8 @@ fn memory_stats(m: &runtime::MemoryUsage, round: Time) -> MemoryStats {
     }
 }
 
-fn network_stats(n: &runtime::NetworkUsage, round: Time) -> NetworkStats {
-    let iface = |i: &runtime::InterfaceUsage| InterfaceStats {
+fn network_stats(n: &cri::NetworkUsage, round: Time) -> NetworkStats {
+    let iface = |i: &cri::InterfaceUsage| InterfaceStats {
         name: i.name.clone(),
         rx_bytes: i.rx_bytes,
         rx_errors: i.rx_errors,

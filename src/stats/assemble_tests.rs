@@ -1,5 +1,5 @@
 use super::*;
-use crate::runtime::{ContainerMetadata, CpuUsage, MemoryUsage, PodSandboxMetadata};
+use crate::cri::{ContainerMetadata, CpuUsage, MemoryUsage, PodSandboxMetadata};
 
 const SEC: i64 = 1_000_000_000;
 
@@ -51,8 +51,8 @@ fn container(id: &str, sandbox: &str, name: &str, state: ContainerState) -> Cont
     }
 }
 
-fn cstats(id: &str, ts: i64, cpu_ns: u64, ws: u64) -> runtime::ContainerStats {
-    runtime::ContainerStats {
+fn cstats(id: &str, ts: i64, cpu_ns: u64, ws: u64) -> cri::ContainerStats {
+    cri::ContainerStats {
         id: id.into(),
         cpu: Some(CpuUsage {
             timestamp: ts,
@@ -109,7 +109,7 @@ fn round(t: i64, cpu: u64, with_sandbox_stats: bool) -> RawRound {
             container("c1", "s1", "app", ContainerState::Running),
         ],
         sandbox_stats: with_sandbox_stats.then(|| {
-            vec![runtime::PodSandboxStats {
+            vec![cri::PodSandboxStats {
                 id: "s1".into(),
                 cpu: Some(CpuUsage {
                     timestamp: t,

@@ -16,12 +16,12 @@ use tokio_util::sync::CancellationToken;
 use super::assemble::{RawRound, Sample, assemble};
 use super::host;
 use super::types::Time;
-use crate::images::disk::DiskStats;
-use crate::runtime::labels::ContainerLabels;
-use crate::runtime::{
+use crate::cri::{
     Container, ContainerFilter, ContainerState, ContainerStatsFilter, PodSandboxFilter,
     PodSandboxStatsFilter, Runtime, RuntimeError,
 };
+use crate::images::disk::DiskStats;
+use crate::kuberuntime::labels::ContainerLabels;
 
 /// The latest sample; `None` until the first round has finished.
 pub type SampleCache = watch::Receiver<Option<Arc<Sample>>>;
@@ -211,11 +211,11 @@ fn dir_usage(dir: &Path) -> Option<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::images::disk::Statvfs;
-    use crate::runtime::labels::PodSandboxLabels;
-    use crate::runtime::{
+    use crate::cri::{
         ContainerConfig, ContainerMetadata, FakeRuntime, PodSandboxConfig, PodSandboxMetadata,
     };
+    use crate::images::disk::Statvfs;
+    use crate::kuberuntime::labels::PodSandboxLabels;
 
     /// A fake runtime holding one kubelet-labelled pod with one running container.
     async fn runtime_with_a_pod() -> Arc<FakeRuntime> {

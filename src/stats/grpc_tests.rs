@@ -8,9 +8,9 @@ use tokio::sync::watch;
 use tonic::Request;
 
 use super::*;
-use crate::mirror::manager::AgentView;
 use crate::pod::Pod;
 use crate::pod::manager::PodManager;
+use crate::pod::view::AgentView;
 use crate::stats::assemble::Sample;
 use crate::stats::types::{self, Time};
 
@@ -59,7 +59,7 @@ fn api() -> (StatsApi, watch::Sender<Option<Arc<Sample>>>) {
         },
     );
     let (tx, samples) = watch::channel(Some(Arc::new(sample)));
-    let statuses = crate::runtime::worker::StatusCache::default();
+    let statuses = crate::pod::view::StatusCache::default();
     statuses.write().unwrap().insert(
         STATIC.into(),
         PodStatus {

@@ -19,9 +19,9 @@ use prometheus_client::registry::Registry;
 use std::sync::Arc;
 
 use super::StatsSources;
+use crate::cri::client::OperationObserver;
 use crate::images::report::GcCounters;
 use crate::images::select::GcReason;
-use crate::runtime::cri::OperationObserver;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Operation {

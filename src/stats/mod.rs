@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::mirror::manager::AgentView;
-use crate::runtime::worker::StatusCache;
+use crate::pod::view::AgentView;
+use crate::pod::view::StatusCache;
 
 /// What the servers read: the agent's view (pod manager), the workers'
 /// statuses and the latest sample. Each request takes cheap snapshots.

@@ -21,11 +21,8 @@
 //!   the worker creates [`empty_dir_path`] before CreateContainer. emptyDir
 //!   `medium: Memory` and `sizeLimit` are not honoured (a plain directory).
 
-#[path = "mapping_env.rs"]
 mod env;
-#[path = "mapping_quantity.rs"]
 mod quantity;
-#[path = "mapping_resources.rs"]
 mod resources;
 
 use env::{environment, expand, mounts};
@@ -43,7 +40,7 @@ use super::labels::{
     ContainerLabels, DEFAULT_TERMINATION_MESSAGE_PATH, PodSandboxLabels,
     TERMINATION_MESSAGE_POLICY_FILE,
 };
-use super::types::{
+use crate::cri::types::{
     ContainerConfig, ContainerMetadata, ContainerSecurity, DnsConfig, LinuxContainerResources,
     Mount, MountPropagation, NamespaceMode, NamespaceOptions, PodSandboxConfig, PodSandboxMetadata,
     PortMapping, Protocol, SandboxSecurity, SecurityProfile,
@@ -546,7 +543,7 @@ fn security_profile(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::labels::{
+    use crate::kuberuntime::labels::{
         CONTAINER_HASH_ANNOTATION, CONTAINER_NAME_LABEL, CONTAINER_RESTART_COUNT_ANNOTATION,
         POD_DELETION_GRACE_PERIOD_ANNOTATION, POD_NAME_LABEL, POD_NAMESPACE_LABEL,
         POD_TERMINATION_GRACE_PERIOD_ANNOTATION, POD_UID_LABEL,

@@ -1,27 +1,20 @@
-//! The container runtime, seen through the `Runtime` trait.
+//! The CRI adapter: the container runtime (containerd, CRI-O) seen through
+//! the `Runtime` trait, in crilet's own domain types.
 //!
-//! Invariant: everything outside this module speaks the domain types of
-//! `types`; only `cri` (the tonic client) touches generated CRI messages.
+//! Invariant: only this folder (and the generated `crate::proto`) touches
+//! CRI protobuf messages; it imports nothing else from the crate. Changes
+//! here follow the wire or a runtime, never kubelet behaviour.
 //! Implementations: `CriRuntime` (real, over a unix socket) and
 //! `FakeRuntime` (in memory, records calls, for unit tests).
 
-pub mod backoff;
-pub mod cgroup;
-pub mod container_gc;
+pub mod client;
 mod convert;
-pub mod cri;
 pub mod endpoint;
 mod error;
 pub mod fake;
-pub mod labels;
-pub mod mapping;
-pub mod observe;
-pub mod plan;
-pub mod status;
 pub mod types;
-pub mod worker;
 
-pub use cri::{CriRuntime, RuntimeOptions};
+pub use client::{CriRuntime, RuntimeOptions};
 pub use endpoint::{DEFAULT_ENDPOINT, Endpoint};
 pub use error::RuntimeError;
 pub use fake::FakeRuntime;

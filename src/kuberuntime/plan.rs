@@ -6,7 +6,7 @@
 //! calls except what the caller passes in (`BackOff`).
 
 use super::backoff::BackOff;
-use super::types::{ContainerState, PodSandboxState};
+use crate::cri::types::{ContainerState, PodSandboxState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RestartPolicy {

@@ -8,24 +8,25 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::{Container, PodStatus};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::backoff::BackOff;
 use super::cgroup::remove_pod_cgroup;
-use super::mapping::{self, NodeContext};
-use super::observe::{Observation, observe_pod};
-use super::plan::{self, Action, ContainerKind, DesiredContainer, DesiredPod, RestartPolicy};
-use super::status::{StatusInput, WaitingReason, pod_status};
-use super::{ContainerState, PodSandboxState, Runtime, RuntimeError};
+use super::observe::observe_pod;
+use crate::cri::{ContainerState, PodSandboxState, Runtime, RuntimeError};
+use crate::kuberuntime::backoff::BackOff;
+use crate::kuberuntime::mapping::{self, NodeContext};
+use crate::kuberuntime::observe::Observation;
+use crate::kuberuntime::plan::{
+    self, Action, ContainerKind, DesiredContainer, DesiredPod, RestartPolicy,
+};
+use crate::kuberuntime::status::{StatusInput, WaitingReason, pod_status};
+use crate::pod::view::StatusCache;
 use crate::pod::{self, Pod};
-
-/// Statuses by static pod UID. Each worker writes only its own entry.
-pub type StatusCache = Arc<RwLock<HashMap<String, PodStatus>>>;
 
 /// What a worker is asked to do.
 #[derive(Debug, Clone)]
@@ -338,9 +339,9 @@ impl Worker {
                 // A failed run can leave a NOTREADY sandbox that holds the
                 // name of this attempt: clear it so the retry can use it.
                 let stale = rt
-                    .list_pod_sandbox(&super::PodSandboxFilter {
-                        label_selector: super::Labels::from([(
-                            super::labels::POD_UID_LABEL.to_string(),
+                    .list_pod_sandbox(&crate::cri::PodSandboxFilter {
+                        label_selector: crate::cri::Labels::from([(
+                            crate::kuberuntime::labels::POD_UID_LABEL.to_string(),
                             pod::uid(pod).to_string(),
                         )]),
                         ..Default::default()
@@ -459,7 +460,7 @@ impl Worker {
     async fn ensure_image(
         &mut self,
         container: &Container,
-        sandbox: &super::PodSandboxConfig,
+        sandbox: &crate::cri::PodSandboxConfig,
         now: i64,
     ) -> Result<(), (String, String)> {
         let rt = self.ctx.runtime.clone();

@@ -25,7 +25,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::labels::{CONTAINER_RESTART_COUNT_ANNOTATION, ContainerLabels};
 use super::mapping::qos_class;
 use super::plan::RestartPolicy;
-use super::types::{ContainerState, ContainerStatus};
+use crate::cri::types::{ContainerState, ContainerStatus};
 
 pub const PENDING: &str = "Pending";
 pub const RUNNING: &str = "Running";
@@ -467,11 +467,11 @@ fn cond(kind: &str, status: bool, reason: Option<&str>, message: Option<String>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::labels::{
+    use crate::cri::types::ContainerMetadata;
+    use crate::kuberuntime::labels::{
         CONTAINER_HASH_ANNOTATION, CONTAINER_NAME_LABEL, POD_NAME_LABEL, POD_NAMESPACE_LABEL,
         POD_UID_LABEL,
     };
-    use crate::runtime::types::ContainerMetadata;
     use proptest::prelude::*;
     use serde_json::json;
 

@@ -7,21 +7,12 @@
 //! kept (the kubelet's MaxPerPodContainer = 1; the pod status reads the
 //! newest two for state, lastState and restart count). Every exited
 //! container of a pod no source wants is removed, but only once every
-//! source has reported. `select` is pure; `run` lists, selects and removes.
+//! source has reported. `select` is pure; `agent::container_gc` lists, selects and removes.
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
-
-use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 
 use super::labels::{CONTAINER_NAME_LABEL, POD_UID_LABEL};
-use super::{Container, ContainerFilter, ContainerState, Runtime};
-use crate::mirror::manager::AgentView;
-
-/// How often dead containers are collected.
-pub const CONTAINER_GC_PERIOD: Duration = Duration::from_secs(60);
+use crate::cri::{Container, ContainerState};
 
 /// Why a container is removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,66 +75,13 @@ pub fn select(containers: &[Container], live: Option<&dyn Fn(&str) -> bool>) -> 
     out
 }
 
-/// One collection: list, select against the newest agent view, remove.
-/// Returns how many containers were removed.
-pub async fn collect(rt: &dyn Runtime, view: &watch::Receiver<Arc<AgentView>>) -> usize {
-    // List first, then read the view: a container listed here was created
-    // for a pod the view (as new or newer) knows, unless it was removed.
-    let containers = match rt.list_containers(&ContainerFilter::default()).await {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!(error = %e, "dead-container GC: cannot list containers");
-            return 0;
-        }
-    };
-    let view = view.borrow().clone();
-    let live = |uid: &str| view.manager.get_pod_by_uid(uid).is_some();
-    let dead = select(
-        &containers,
-        // Containers name no source: wait until every source has reported.
-        view.unseen_sources
-            .allows_deletion(None)
-            .then_some(&live as &dyn Fn(&str) -> bool),
-    );
-    let mut removed = 0;
-    for d in &dead {
-        match rt.remove_container(&d.id).await {
-            Ok(()) => {
-                removed += 1;
-                tracing::info!(container = %d.id, pod_uid = %d.pod_uid, name = %d.name, attempt = d.attempt, reason = ?d.reason, "dead container removed");
-            }
-            Err(e) => {
-                tracing::warn!(container = %d.id, error = %e, "could not remove dead container; skipping it")
-            }
-        }
-    }
-    removed
-}
-
-/// Collects every `period` until `cancel`.
-pub async fn run(
-    rt: Arc<dyn Runtime>,
-    view: watch::Receiver<Arc<AgentView>>,
-    period: Duration,
-    cancel: CancellationToken,
-) {
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = cancel.cancelled() => return,
-            _ = tick.tick() => { collect(rt.as_ref(), &view).await; }
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use crate::runtime::{ContainerMetadata, Labels};
+    use crate::cri::{ContainerMetadata, Labels};
     use proptest::prelude::*;
 
-    fn c(uid: &str, name: &str, attempt: u32, state: ContainerState) -> Container {
+    pub(crate) fn c(uid: &str, name: &str, attempt: u32, state: ContainerState) -> Container {
         Container {
             id: format!("{uid}-{name}-{attempt}"),
             pod_sandbox_id: "sb".into(),
@@ -225,51 +163,6 @@ mod tests {
         let mut foreign = c("u", "a", 0, Exited);
         foreign.labels.remove(CONTAINER_NAME_LABEL);
         assert!(select(&[foreign], Some(&|_: &str| false)).is_empty());
-    }
-
-    #[tokio::test]
-    async fn collect_removes_through_the_runtime_and_reads_the_view() {
-        use crate::runtime::{ContainerConfig, FakeRuntime, PodSandboxConfig};
-        let rt = FakeRuntime::new();
-        rt.add_image("busybox", 1);
-        let sb = PodSandboxConfig::default();
-        let sid = rt.run_pod_sandbox(&sb).await.unwrap();
-        let mut ids = Vec::new();
-        for attempt in 0..4 {
-            let proto = c("u", "a", attempt, Exited);
-            let cfg = ContainerConfig {
-                metadata: proto.metadata.clone(),
-                image: "busybox".into(),
-                labels: proto.labels.clone(),
-                ..Default::default()
-            };
-            let id = rt.create_container(&sid, &cfg, &sb).await.unwrap();
-            rt.start_container(&id).await.unwrap();
-            rt.exit_container(&id, 1);
-            ids.push(id);
-        }
-        let (tx, rx) = watch::channel(Arc::new(AgentView {
-            unseen_sources: crate::config::merge::UnseenSources::new(["file"]),
-            ..AgentView::default()
-        }));
-        // Sources not all seen: only the surplus goes (attempts 0 and 1).
-        assert_eq!(collect(&rt, &rx).await, 2);
-        let removed: Vec<String> = rt
-            .calls()
-            .into_iter()
-            .filter(|c| c.op == "RemoveContainer")
-            .map(|c| c.arg)
-            .collect();
-        assert_eq!(removed, ids[..2]);
-        // Every source seen and no pod wants "u": the rest goes too.
-        tx.send_replace(Arc::new(AgentView::default()));
-        assert_eq!(collect(&rt, &rx).await, 2);
-        assert!(
-            rt.list_containers(&ContainerFilter::default())
-                .await
-                .unwrap()
-                .is_empty()
-        );
     }
 
     proptest! {

@@ -56,7 +56,7 @@ pub const TERMINATION_MESSAGE_POLICY_FILE: &str = "File";
 /// Policy: fall back to the container log tail when the file is empty on error.
 pub const TERMINATION_MESSAGE_POLICY_FALLBACK: &str = "FallbackToLogsOnError";
 
-pub use super::types::Labels;
+pub use crate::cri::types::Labels;
 
 const LABEL: &str = "label";
 const ANNOTATION: &str = "annotation";

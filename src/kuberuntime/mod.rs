@@ -1,0 +1,15 @@
+//! The kubelet's pod semantics over CRI (the kubelet's own name for this
+//! layer): labels, the Pod -> CRI mapping, the plan, crash back-off, pod
+//! status, reading observations, dead-container selection.
+//!
+//! Invariant: pure functions over domain types. No tokio tasks, no
+//! filesystem, no network; imports only `cri` (types), `pod` and `units`.
+//! The drivers that act on these decisions live in `agent`.
+
+pub mod backoff;
+pub mod container_gc;
+pub mod labels;
+pub mod mapping;
+pub mod observe;
+pub mod plan;
+pub mod status;
