@@ -1,0 +1,83 @@
+use super::*;
+
+fn sandbox(name: &str) -> PodSandboxConfig {
+    PodSandboxConfig {
+        metadata: PodSandboxMetadata {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            namespace: "default".into(),
+            attempt: 0,
+        },
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn records_calls_and_follows_cri_semantics() {
+    let rt = FakeRuntime::new();
+    rt.add_image("busybox:latest", 10);
+    let sb = sandbox("web");
+    let id = rt.run_pod_sandbox(&sb).await.unwrap();
+    let cfg = ContainerConfig {
+        metadata: ContainerMetadata {
+            name: "c".into(),
+            attempt: 0,
+        },
+        image: "busybox:latest".into(),
+        ..Default::default()
+    };
+    let cid = rt.create_container(&id, &cfg, &sb).await.unwrap();
+    rt.start_container(&cid).await.unwrap();
+    let list = rt
+        .list_containers(&ContainerFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].state, ContainerState::Running);
+    assert_eq!(list[0].image_ref, "sha256:busybox-latest");
+    // A name is reserved per attempt.
+    assert!(rt.run_pod_sandbox(&sb).await.is_err());
+    rt.stop_pod_sandbox(&id).await.unwrap();
+    let st = rt.container_status(&cid).await.unwrap();
+    assert_eq!(st.state, ContainerState::Exited);
+    rt.remove_pod_sandbox(&id).await.unwrap();
+    // Remove of an unknown id succeeds; status of it is NotFound.
+    rt.remove_pod_sandbox(&id).await.unwrap();
+    assert!(rt.pod_sandbox_status(&id).await.unwrap_err().is_not_found());
+    assert_eq!(
+        rt.ops(),
+        [
+            "RunPodSandbox",
+            "CreateContainer",
+            "StartContainer",
+            "ListContainers",
+            "RunPodSandbox",
+            "StopPodSandbox",
+            "ContainerStatus",
+            "RemovePodSandbox",
+            "RemovePodSandbox",
+            "PodSandboxStatus"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn injected_failure_hits_once() {
+    let rt = FakeRuntime::new();
+    rt.fail_next("Version", tonic::Status::unavailable("down"));
+    let err = rt.version().await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable);
+    assert!(rt.version().await.is_ok());
+}
+
+#[tokio::test]
+async fn images_resolve_by_tag_or_id_and_remove_all_tags() {
+    let rt = FakeRuntime::new();
+    let id = rt.add_image("docker.io/library/busybox:latest", 5);
+    assert!(rt.image_status(&id).await.unwrap().is_some());
+    rt.remove_image("docker.io/library/busybox:latest")
+        .await
+        .unwrap();
+    assert!(rt.image_status(&id).await.unwrap().is_none());
+    assert!(rt.list_images().await.unwrap().is_empty());
+}

@@ -1,0 +1,59 @@
+//! One container's config for CreateContainer: image, command, env,
+//! mounts, log path, resources and security, with the kubelet's labels.
+//! Part of `mapping`.
+//!
+//! Invariant: pure, like the rest of the mapping.
+
+use super::*;
+
+pub fn container_config(
+    ctx: &NodeContext,
+    pod: &Pod,
+    container: &Container,
+    restart_count: u32,
+    attempt: u32,
+    pod_ip: &str,
+) -> Result<ContainerConfig, MappingError> {
+    let field = container_field(pod, &container.name);
+    let envs = environment(ctx, pod, container, pod_ip, &field)?;
+    let expand_all = |list: &Option<Vec<String>>| -> Vec<String> {
+        list.iter().flatten().map(|s| expand(s, &envs)).collect()
+    };
+    let security = container_security(ctx, pod, container, &field)?;
+    let labels = ContainerLabels {
+        pod_name: name(pod).to_owned(),
+        pod_namespace: namespace(pod).to_owned(),
+        pod_uid: uid(pod).to_owned(),
+        container_name: container.name.clone(),
+        hash: container_hash(container),
+        restart_count,
+        termination_message_path: non_empty(&container.termination_message_path)
+            .unwrap_or(DEFAULT_TERMINATION_MESSAGE_PATH)
+            .to_owned(),
+        termination_message_policy: non_empty(&container.termination_message_policy)
+            .unwrap_or(TERMINATION_MESSAGE_POLICY_FILE)
+            .to_owned(),
+        termination_grace_period: spec(pod).termination_grace_period_seconds,
+        deletion_grace_period: pod.metadata.deletion_grace_period_seconds,
+    };
+    Ok(ContainerConfig {
+        metadata: ContainerMetadata {
+            name: container.name.clone(),
+            attempt,
+        },
+        image: container.image.clone().unwrap_or_default(),
+        command: expand_all(&container.command),
+        args: expand_all(&container.args),
+        working_dir: container.working_dir.clone().unwrap_or_default(),
+        mounts: mounts(ctx, pod, container, &envs, security.privileged, &field)?,
+        envs,
+        labels: labels.to_labels(),
+        annotations: labels.to_annotations(),
+        log_path: container_log_path(&container.name, restart_count),
+        stdin: container.stdin.unwrap_or(false),
+        stdin_once: container.stdin_once.unwrap_or(false),
+        tty: container.tty.unwrap_or(false),
+        resources: Some(resources(ctx, pod, container)?),
+        security: Some(security),
+    })
+}

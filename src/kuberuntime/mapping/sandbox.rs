@@ -1,0 +1,180 @@
+//! The sandbox config for RunPodSandbox: metadata, hostname, DNS, ports,
+//! namespaces, the pod cgroup and the pod-level security. Part of `mapping`.
+//!
+//! Invariant: pure, like the rest of the mapping.
+
+use super::*;
+
+pub(super) const MAX_HOSTNAME_LEN: usize = 63;
+
+pub(super) const MAX_DNS_SERVERS: usize = 3;
+
+pub(super) const MAX_DNS_SEARCHES: usize = 32;
+
+pub(super) const MAX_DNS_SEARCH_LEN: usize = 253;
+
+pub(super) const MAX_DNS_SEARCH_LINE: usize = 2048;
+
+pub fn sandbox_config(
+    ctx: &NodeContext,
+    pod: &Pod,
+    attempt: u32,
+) -> Result<PodSandboxConfig, MappingError> {
+    let spec = spec(pod);
+    // Refuse bad quantities now: QoS (and so the cgroup path) depends on them.
+    for c in all_containers(pod) {
+        amounts(pod, c)?;
+    }
+    let psc = spec.security_context.clone().unwrap_or_default();
+    let labels = PodSandboxLabels {
+        pod_name: name(pod).to_owned(),
+        pod_namespace: namespace(pod).to_owned(),
+        pod_uid: uid(pod).to_owned(),
+        pod_labels: pod.metadata.labels.clone().unwrap_or_default(),
+        pod_annotations: pod.metadata.annotations.clone().unwrap_or_default(),
+    };
+    let seccomp = seccomp_spec(&psc.seccomp_profile);
+    Ok(PodSandboxConfig {
+        metadata: PodSandboxMetadata {
+            name: name(pod).to_owned(),
+            uid: uid(pod).to_owned(),
+            namespace: namespace(pod).to_owned(),
+            attempt,
+        },
+        // runc cannot set a hostname without its own UTS namespace.
+        hostname: if spec.host_network == Some(true) {
+            String::new()
+        } else {
+            pod_hostname(pod)
+        },
+        log_directory: pod_log_dir(ctx, pod).to_string_lossy().into_owned(),
+        dns_config: Some(dns_config(ctx, pod)?),
+        port_mappings: port_mappings(spec),
+        labels: labels.to_labels(),
+        annotations: labels.to_annotations(),
+        cgroup_parent: pod_cgroup_parent(ctx, pod),
+        security: SandboxSecurity {
+            namespace_options: namespace_options(spec),
+            privileged: all_containers(pod).any(is_privileged),
+            run_as_user: psc.run_as_user,
+            run_as_group: psc.run_as_group,
+            readonly_rootfs: false,
+            supplemental_groups: supplemental_groups(spec),
+            seccomp: security_profile(ctx, pod, "", SECCOMP_PROFILE, None, seccomp)?,
+        },
+        sysctls: (psc.sysctls.into_iter().flatten())
+            .map(|s| (s.name, s.value))
+            .collect::<HashMap<_, _>>(),
+        runtime_handler: String::new(),
+    })
+}
+
+/// spec.hostname or the pod name; past 63 bytes it is cut and trailing
+/// '-'/'.' dropped (the kubelet's rule, applied only when truncating).
+pub(super) fn pod_hostname(pod: &Pod) -> String {
+    let host = non_empty(&spec(pod).hostname).unwrap_or(name(pod));
+    if host.len() <= MAX_HOSTNAME_LEN {
+        return host.to_owned();
+    }
+    let cut = (0..=MAX_HOSTNAME_LEN)
+        .rev()
+        .find(|i| host.is_char_boundary(*i));
+    host[..cut.unwrap_or(0)]
+        .trim_end_matches(['-', '.'])
+        .to_owned()
+}
+
+/// dnsPolicy None starts empty; every other policy starts from the node's
+/// resolver (see the module notes on ClusterFirst). spec.dnsConfig is then
+/// appended without duplicates, its options overriding same-named ones in
+/// place, and the kubelet's limits applied: 3 servers; 32 searches, none
+/// over 253 chars, the search line at most 2048 chars (dropping from the end).
+pub(super) fn dns_config(ctx: &NodeContext, pod: &Pod) -> Result<DnsConfig, MappingError> {
+    let spec = spec(pod);
+    let mut dns = match spec.dns_policy.as_deref().unwrap_or("ClusterFirst") {
+        "None" => DnsConfig::default(),
+        "Default" | "ClusterFirst" | "ClusterFirstWithHostNet" => ctx.host_dns.clone(),
+        other => {
+            let reason = "expected ClusterFirst, ClusterFirstWithHostNet, Default or None";
+            return Err(invalid(pod, "spec.dnsPolicy", other, reason));
+        }
+    };
+    let extra = spec.dns_config.clone().unwrap_or_default();
+    let mut servers = std::mem::take(&mut dns.servers);
+    servers.extend(extra.nameservers.into_iter().flatten());
+    let mut searches = std::mem::take(&mut dns.searches);
+    searches.extend(extra.searches.into_iter().flatten());
+    dns.servers = dedup(servers);
+    dns.servers.truncate(MAX_DNS_SERVERS);
+    dns.searches = dedup(searches);
+    dns.searches.truncate(MAX_DNS_SEARCHES);
+    dns.searches.retain(|s| s.len() <= MAX_DNS_SEARCH_LEN);
+    while dns.searches.join(" ").len() > MAX_DNS_SEARCH_LINE {
+        dns.searches.pop();
+    }
+    for opt in extra.options.into_iter().flatten() {
+        let Some(key) = opt.name else { continue };
+        let text = match opt.value {
+            Some(v) if !v.is_empty() => format!("{key}:{v}"),
+            _ => key.clone(),
+        };
+        let same = |o: &String| o.split(':').next() == Some(key.as_str());
+        match dns.options.iter_mut().find(|o| same(o)) {
+            Some(slot) => *slot = text,
+            None => dns.options.push(text),
+        }
+    }
+    Ok(dns)
+}
+
+pub(super) fn dedup(items: Vec<String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(items.len());
+    for item in items {
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    out
+}
+
+/// Every port of a (non-init) container that asks for a hostPort.
+pub(super) fn port_mappings(spec: &PodSpec) -> Vec<PortMapping> {
+    let ports = spec
+        .containers
+        .iter()
+        .flat_map(|c| c.ports.iter().flatten());
+    ports
+        .filter_map(|p| {
+            let host_port = p.host_port.filter(|h| *h > 0)?;
+            Some(PortMapping {
+                protocol: match p.protocol.as_deref() {
+                    Some("UDP") => Protocol::Udp,
+                    Some("SCTP") => Protocol::Sctp,
+                    _ => Protocol::Tcp,
+                },
+                container_port: p.container_port,
+                host_port,
+                host_ip: p.host_ip.clone().unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+pub(super) fn namespace_options(spec: &PodSpec) -> NamespaceOptions {
+    let flag = |f: Option<bool>| f.unwrap_or(false);
+    let host_pid = flag(spec.host_pid);
+    let mut ns = NamespaceOptions::for_pod(flag(spec.host_network), host_pid, flag(spec.host_ipc));
+    if !host_pid && flag(spec.share_process_namespace) {
+        ns.pid = NamespaceMode::Pod;
+    }
+    ns
+}
+
+/// fsGroup first, then supplementalGroups, as the kubelet appends them.
+pub(super) fn supplemental_groups(spec: &PodSpec) -> Vec<i64> {
+    let Some(psc) = &spec.security_context else {
+        return Vec::new();
+    };
+    let groups = psc.supplemental_groups.iter().flatten().copied();
+    psc.fs_group.into_iter().chain(groups).collect()
+}

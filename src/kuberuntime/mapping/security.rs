@@ -1,0 +1,145 @@
+//! The securityContext: pod and container fields merged, seccomp and
+//! AppArmor profiles, masked and read-only paths. Part of `mapping`.
+//!
+//! Invariant: pure, like the rest of the mapping.
+
+use super::*;
+
+pub(super) const SECCOMP_PROFILE: &str = "seccompProfile";
+
+pub(super) const APPARMOR_PROFILE: &str = "appArmorProfile";
+
+/// The kubelet's masked and read-only /proc and /sys paths (moby's defaults).
+pub(super) const DEFAULT_MASKED_PATHS: [&str; 11] = [
+    "/proc/asound",
+    "/proc/acpi",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/sys/firmware",
+    "/sys/devices/virtual/powercap",
+];
+
+pub(super) const DEFAULT_READONLY_PATHS: [&str; 5] = [
+    "/proc/bus",
+    "/proc/fs",
+    "/proc/irq",
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+];
+
+pub(super) fn is_privileged(c: &Container) -> bool {
+    c.security_context.as_ref().and_then(|s| s.privileged) == Some(true)
+}
+
+/// A profile as the spec gives it: (type, localhostProfile).
+pub(super) type ProfileSpec<'a> = Option<(&'a str, Option<&'a str>)>;
+
+pub(super) fn seccomp_spec(p: &Option<SeccompProfile>) -> ProfileSpec<'_> {
+    (p.as_ref()).map(|p| (p.type_.as_str(), p.localhost_profile.as_deref()))
+}
+
+pub(super) fn apparmor_spec(p: &Option<AppArmorProfile>) -> ProfileSpec<'_> {
+    (p.as_ref()).map(|p| (p.type_.as_str(), p.localhost_profile.as_deref()))
+}
+
+/// The container's profile if it sets one, else the pod's. For
+/// seccompProfile a Localhost profile is a path under `<root_dir>/seccomp`
+/// (as the kubelet resolves it); for appArmorProfile it is a profile name.
+pub(super) fn security_profile(
+    ctx: &NodeContext,
+    pod: &Pod,
+    container_field: &str,
+    key: &str,
+    container: ProfileSpec,
+    pod_level: ProfileSpec,
+) -> Result<Option<SecurityProfile>, MappingError> {
+    let (field, (kind, localhost)) = match (container, pod_level) {
+        (Some(p), _) => (format!("{container_field}.securityContext.{key}"), p),
+        (None, Some(p)) => (format!("spec.securityContext.{key}"), p),
+        (None, None) => return Ok(None),
+    };
+    let profile = match (kind, localhost.filter(|p| !p.is_empty())) {
+        ("RuntimeDefault", _) => SecurityProfile::RuntimeDefault,
+        ("Unconfined", _) => SecurityProfile::Unconfined,
+        ("Localhost", Some(p)) if key == SECCOMP_PROFILE => {
+            let path = ctx.root_dir.join("seccomp").join(p);
+            SecurityProfile::Localhost(path.to_string_lossy().into_owned())
+        }
+        ("Localhost", Some(p)) => SecurityProfile::Localhost(p.to_owned()),
+        ("Localhost", None) => {
+            let reason = "required for type Localhost";
+            return Err(invalid(
+                pod,
+                format!("{field}.localhostProfile"),
+                "",
+                reason,
+            ));
+        }
+        (other, _) => {
+            let reason = "expected RuntimeDefault, Unconfined or Localhost";
+            return Err(invalid(pod, format!("{field}.type"), other, reason));
+        }
+    };
+    Ok(Some(profile))
+}
+
+/// The effective security context: container fields override the pod's.
+pub(super) fn container_security(
+    ctx: &NodeContext,
+    pod: &Pod,
+    c: &Container,
+    field: &str,
+) -> Result<ContainerSecurity, MappingError> {
+    let spec = spec(pod);
+    let psc = spec.security_context.clone().unwrap_or_default();
+    let csc = c.security_context.clone().unwrap_or_default();
+    let privileged = csc.privileged == Some(true);
+    let run_as_user = csc.run_as_user.or(psc.run_as_user);
+    if csc.run_as_non_root.or(psc.run_as_non_root) == Some(true) && run_as_user == Some(0) {
+        return Err(invalid(
+            pod,
+            format!("{field}.securityContext.runAsUser"),
+            "0",
+            "runAsNonRoot forbids user 0",
+        ));
+    }
+    let (c_seccomp, p_seccomp) = (
+        seccomp_spec(&csc.seccomp_profile),
+        seccomp_spec(&psc.seccomp_profile),
+    );
+    let (c_apparmor, p_apparmor) = (
+        apparmor_spec(&csc.app_armor_profile),
+        apparmor_spec(&psc.app_armor_profile),
+    );
+    // Unmasked /proc (procMount) and privileged containers get no masking.
+    let masked = !privileged && csc.proc_mount.as_deref() != Some("Unmasked");
+    let paths = |list: &[&str]| {
+        if masked {
+            list.iter().map(|p| p.to_string()).collect()
+        } else {
+            Vec::new()
+        }
+    };
+    let caps = csc.capabilities.unwrap_or_default();
+    Ok(ContainerSecurity {
+        capabilities_add: caps.add.unwrap_or_default(),
+        capabilities_drop: caps.drop.unwrap_or_default(),
+        privileged,
+        namespace_options: namespace_options(spec),
+        run_as_user,
+        run_as_group: csc.run_as_group.or(psc.run_as_group),
+        run_as_username: String::new(),
+        readonly_rootfs: csc.read_only_root_filesystem == Some(true),
+        supplemental_groups: supplemental_groups(spec),
+        no_new_privs: csc.allow_privilege_escalation == Some(false),
+        masked_paths: paths(&DEFAULT_MASKED_PATHS),
+        readonly_paths: paths(&DEFAULT_READONLY_PATHS),
+        seccomp: security_profile(ctx, pod, field, SECCOMP_PROFILE, c_seccomp, p_seccomp)?,
+        apparmor: security_profile(ctx, pod, field, APPARMOR_PROFILE, c_apparmor, p_apparmor)?,
+    })
+}

@@ -1,0 +1,948 @@
+use super::*;
+use crate::cri::types::ContainerMetadata;
+use crate::kuberuntime::labels::{
+    CONTAINER_HASH_ANNOTATION, CONTAINER_NAME_LABEL, POD_NAME_LABEL, POD_NAMESPACE_LABEL,
+    POD_UID_LABEL,
+};
+use proptest::prelude::*;
+use serde_json::json;
+
+const S: i64 = 1_000_000_000;
+
+fn ts(secs: i64) -> Timestamp {
+    Timestamp::from_second(secs).unwrap()
+}
+
+fn t(secs: i64) -> Option<Time> {
+    Some(Time(ts(secs)))
+}
+
+/// A pod from JSON: `inits`/`apps` are container names, images "img-<name>".
+fn pod_with(policy: &str, inits: &[&str], apps: &[&str], extra: serde_json::Value) -> Pod {
+    let ctrs = |names: &[&str]| -> Vec<serde_json::Value> {
+        names
+            .iter()
+            .map(|n| json!({"name": n, "image": format!("img-{n}")}))
+            .collect()
+    };
+    let mut spec = json!({"restartPolicy": policy, "containers": ctrs(apps)});
+    if !inits.is_empty() {
+        spec["initContainers"] = json!(ctrs(inits));
+    }
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        spec[k] = v.clone();
+    }
+    serde_json::from_value(json!({"metadata": {"name": "web", "uid": "u1"}, "spec": spec})).unwrap()
+}
+
+fn pod(policy: &str, inits: &[&str], apps: &[&str]) -> Pod {
+    pod_with(policy, inits, apps, json!({}))
+}
+
+/// A runtime container; attempt n is created at second 100+n, carries a
+/// restartCount annotation of n, and (if exited) finished at 200+n.
+fn rc(name: &str, attempt: u32, state: ContainerState, exit_code: i32) -> ContainerStatus {
+    let labels = [
+        (POD_NAME_LABEL, "web"),
+        (POD_NAMESPACE_LABEL, "default"),
+        (POD_UID_LABEL, "u1"),
+        (CONTAINER_NAME_LABEL, name),
+    ];
+    let restart = attempt.to_string();
+    let annotations = [
+        (CONTAINER_HASH_ANNOTATION, "1f"),
+        (CONTAINER_RESTART_COUNT_ANNOTATION, restart.as_str()),
+    ];
+    let map = |kv: &[(&str, &str)]| {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let attempt_i = i64::from(attempt);
+    ContainerStatus {
+        id: format!("{name}{attempt}"),
+        metadata: ContainerMetadata {
+            name: name.into(),
+            attempt,
+        },
+        state,
+        created_at: (100 + attempt_i) * S,
+        started_at: if state == ContainerState::Created {
+            0
+        } else {
+            (100 + attempt_i) * S + 5
+        },
+        finished_at: if state == ContainerState::Exited {
+            (200 + attempt_i) * S
+        } else {
+            0
+        },
+        exit_code,
+        image: format!("img-{name}"),
+        image_ref: format!("sha256:{name}"),
+        reason: String::new(),
+        message: String::new(),
+        labels: map(&labels),
+        annotations: map(&annotations),
+        mounts: vec![],
+        log_path: String::new(),
+    }
+}
+
+use ContainerState::{Created, Exited, Running, Unknown};
+
+struct Case<'a> {
+    pod: Pod,
+    containers: Vec<ContainerStatus>,
+    waiting: HashMap<String, WaitingReason>,
+    sandbox_ready: bool,
+    pod_ip: &'a str,
+    previous: Option<PodStatus>,
+    now: i64,
+}
+
+impl<'a> Case<'a> {
+    fn new(pod: Pod, containers: Vec<ContainerStatus>) -> Self {
+        Case {
+            pod,
+            containers,
+            waiting: HashMap::new(),
+            sandbox_ready: true,
+            pod_ip: "10.0.0.7",
+            previous: None,
+            now: 1_000,
+        }
+    }
+
+    fn wait(mut self, name: &str, reason: &str, message: &str) -> Self {
+        let w = WaitingReason {
+            reason: reason.into(),
+            message: message.into(),
+        };
+        self.waiting.insert(name.into(), w);
+        self
+    }
+
+    fn run(&self) -> PodStatus {
+        pod_status(&StatusInput {
+            pod: &self.pod,
+            sandbox_ready: self.sandbox_ready,
+            pod_ip: self.pod_ip,
+            host_ip: "192.168.1.5",
+            containers: &self.containers,
+            waiting: &self.waiting,
+            start_time: Timestamp::from_nanosecond(50 * i128::from(S) + 123).unwrap(),
+            runtime_name: "containerd",
+            previous: self.previous.as_ref(),
+            now: ts(self.now),
+        })
+    }
+}
+
+fn app<'s>(s: &'s PodStatus, name: &str) -> &'s K8sContainerStatus {
+    find(s.container_statuses.as_deref().unwrap(), name).unwrap()
+}
+
+fn init<'s>(s: &'s PodStatus, name: &str) -> &'s K8sContainerStatus {
+    find(s.init_container_statuses.as_deref().unwrap(), name).unwrap()
+}
+
+fn state(s: &K8sContainerStatus) -> &K8sContainerState {
+    s.state.as_ref().unwrap()
+}
+
+fn waiting_reason(s: &K8sContainerStatus) -> Option<&str> {
+    state(s).waiting.as_ref().unwrap().reason.as_deref()
+}
+
+fn terminated(st: Option<&K8sContainerState>) -> &ContainerStateTerminated {
+    st.unwrap().terminated.as_ref().unwrap()
+}
+
+fn condition<'s>(s: &'s PodStatus, kind: &str) -> &'s PodCondition {
+    s.conditions
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|c| c.type_ == kind)
+        .unwrap()
+}
+
+// ---- state mapping
+
+#[test]
+fn running_container() {
+    let s = Case::new(pod("Always", &[], &["a"]), vec![rc("a", 0, Running, 0)]).run();
+    let a = app(&s, "a");
+    let running = state(a).running.as_ref().unwrap();
+    assert_eq!(running.started_at, t(100), "truncated to seconds");
+    assert!(a.ready);
+    assert_eq!(a.started, Some(true));
+    assert_eq!(a.container_id.as_deref(), Some("containerd://a0"));
+    assert_eq!(a.image, "img-a");
+    assert_eq!(a.image_id, "sha256:a");
+    assert_eq!(a.restart_count, 0);
+    assert_eq!(a.last_state, None);
+}
+
+#[test]
+fn exited_container_reasons() {
+    let cases = [
+        (0, "", "Completed"),
+        (1, "", "Error"),
+        (137, "OOMKilled", "OOMKilled"),
+        (0, "Custom", "Custom"),
+    ];
+    for (code, given, want) in cases {
+        let mut c = rc("a", 2, Exited, code);
+        c.reason = given.into();
+        c.message = "bye".into();
+        let s = Case::new(pod("Never", &[], &["a"]), vec![c]).run();
+        let a = app(&s, "a");
+        let term = terminated(a.state.as_ref());
+        assert_eq!(term.exit_code, code);
+        assert_eq!(
+            term.reason.as_deref(),
+            Some(want),
+            "exit {code} reason {given:?}"
+        );
+        assert_eq!(term.message.as_deref(), Some("bye"));
+        assert_eq!(term.started_at, t(102));
+        assert_eq!(term.finished_at, t(202));
+        assert_eq!(term.container_id.as_deref(), Some("containerd://a2"));
+        assert!(!a.ready);
+        assert_eq!(a.started, Some(false));
+    }
+}
+
+#[test]
+fn created_container_is_container_creating() {
+    let s = Case::new(pod("Always", &[], &["a"]), vec![rc("a", 0, Created, 0)]).run();
+    let a = app(&s, "a");
+    assert_eq!(waiting_reason(a), Some(CONTAINER_CREATING));
+    assert_eq!(a.container_id.as_deref(), Some("containerd://a0"));
+    assert!(!a.ready);
+}
+
+#[test]
+fn unknown_container_is_bare_waiting() {
+    let s = Case::new(pod("Always", &[], &["a"]), vec![rc("a", 0, Unknown, 0)]).run();
+    assert_eq!(
+        state(app(&s, "a")).waiting,
+        Some(ContainerStateWaiting::default())
+    );
+}
+
+#[test]
+fn missing_container_defaults() {
+    let s = Case::new(pod("Always", &[], &["a"]), vec![]).run();
+    let a = app(&s, "a");
+    assert_eq!(waiting_reason(a), Some(CONTAINER_CREATING));
+    assert_eq!(
+        (
+            a.container_id.as_deref(),
+            a.image_id.as_str(),
+            a.restart_count
+        ),
+        (None, "", 0)
+    );
+    assert_eq!(a.image, "img-a");
+
+    let s = Case::new(pod("Always", &[], &["a"]), vec![])
+        .wait("a", "ErrImagePull", "no such image")
+        .run();
+    let w = state(app(&s, "a")).waiting.as_ref().unwrap();
+    assert_eq!(
+        (w.reason.as_deref(), w.message.as_deref()),
+        (Some("ErrImagePull"), Some("no such image"))
+    );
+}
+
+#[test]
+fn pod_initializing_while_init_containers_pending() {
+    let s = Case::new(
+        pod("Always", &["i1", "i2"], &["a"]),
+        vec![rc("i1", 0, Running, 0)],
+    )
+    .run();
+    assert!(state(init(&s, "i1")).running.is_some());
+    assert_eq!(waiting_reason(init(&s, "i2")), Some(POD_INITIALIZING));
+    assert_eq!(waiting_reason(app(&s, "a")), Some(POD_INITIALIZING));
+}
+
+#[test]
+fn init_statuses_only_with_init_containers() {
+    let s = Case::new(pod("Always", &[], &["a"]), vec![]).run();
+    assert_eq!(s.init_container_statuses, None);
+    let s = Case::new(pod("Always", &["i"], &["a"]), vec![rc("i", 0, Exited, 0)]).run();
+    assert_eq!(s.init_container_statuses.as_ref().map(Vec::len), Some(1));
+    assert_eq!(
+        terminated(init(&s, "i").state.as_ref()).reason.as_deref(),
+        Some("Completed")
+    );
+}
+
+#[test]
+fn current_is_highest_attempt_then_newest() {
+    let mut late = rc("a", 1, Running, 0);
+    late.id = "late".into();
+    late.created_at = 500 * S;
+    let s = Case::new(
+        pod("Always", &[], &["a", "b"]),
+        vec![
+            rc("a", 1, Exited, 1),
+            late,
+            rc("a", 0, Exited, 2),
+            rc("b", 0, Running, 0),
+        ],
+    )
+    .run();
+    let a = app(&s, "a");
+    assert_eq!(a.container_id.as_deref(), Some("containerd://late"));
+    // previous: the other attempt 1, not attempt 0
+    assert_eq!(
+        terminated(a.last_state.as_ref()).container_id.as_deref(),
+        Some("containerd://a1")
+    );
+    assert_eq!(
+        app(&s, "b").container_id.as_deref(),
+        Some("containerd://b0")
+    );
+
+    // The attempt decides before the creation time does.
+    let mut old = rc("a", 0, Exited, 9);
+    old.created_at = 900 * S;
+    let s = Case::new(
+        pod("Always", &[], &["a"]),
+        vec![old, rc("a", 1, Running, 0)],
+    )
+    .run();
+    let a = app(&s, "a");
+    assert_eq!(a.container_id.as_deref(), Some("containerd://a1"));
+    assert_eq!(terminated(a.last_state.as_ref()).exit_code, 9);
+}
+
+// ---- lastState and the waiting override
+
+#[test]
+fn last_state_from_previous_attempt() {
+    let s = Case::new(
+        pod("Always", &[], &["a"]),
+        vec![rc("a", 0, Exited, 3), rc("a", 1, Running, 0)],
+    )
+    .run();
+    let last = terminated(app(&s, "a").last_state.as_ref());
+    assert_eq!((last.exit_code, last.reason.as_deref()), (3, Some("Error")));
+}
+
+#[test]
+fn previous_that_is_not_exited_gives_no_last_state() {
+    let s = Case::new(
+        pod("Always", &[], &["a"]),
+        vec![rc("a", 0, Running, 0), rc("a", 1, Created, 0)],
+    )
+    .run();
+    assert_eq!(app(&s, "a").last_state, None);
+}
+
+#[test]
+fn crash_loop_back_off_overrides_exited() {
+    let s = Case::new(
+        pod("Always", &[], &["a"]),
+        vec![rc("a", 0, Exited, 1), rc("a", 1, Exited, 2)],
+    )
+    .wait(
+        "a",
+        "CrashLoopBackOff",
+        "back-off 10s restarting failed container=a",
+    )
+    .run();
+    let a = app(&s, "a");
+    let w = state(a).waiting.as_ref().unwrap();
+    assert_eq!(w.reason.as_deref(), Some("CrashLoopBackOff"));
+    assert_eq!(
+        w.message.as_deref(),
+        Some("back-off 10s restarting failed container=a")
+    );
+    // lastState is the current container's termination, not the older one
+    let last = terminated(a.last_state.as_ref());
+    assert_eq!(
+        (last.exit_code, last.container_id.as_deref()),
+        (2, Some("containerd://a1"))
+    );
+    assert_eq!(a.container_id.as_deref(), Some("containerd://a1"));
+    assert_eq!(a.restart_count, 1);
+    assert!(!a.ready);
+}
+
+#[test]
+fn err_image_pull_while_restarting() {
+    let s = Case::new(pod("OnFailure", &[], &["a"]), vec![rc("a", 0, Exited, 1)])
+        .wait("a", "ErrImagePull", "pull failed")
+        .run();
+    let a = app(&s, "a");
+    assert_eq!(waiting_reason(a), Some("ErrImagePull"));
+    assert_eq!(terminated(a.last_state.as_ref()).exit_code, 1);
+}
+
+#[test]
+fn override_of_created_keeps_previous_last_state() {
+    let s = Case::new(
+        pod("Always", &[], &["a"]),
+        vec![rc("a", 0, Exited, 4), rc("a", 1, Created, 0)],
+    )
+    .wait("a", "RunContainerError", "start failed")
+    .run();
+    let a = app(&s, "a");
+    assert_eq!(waiting_reason(a), Some("RunContainerError"));
+    assert_eq!(terminated(a.last_state.as_ref()).exit_code, 4);
+}
+
+#[test]
+fn stale_waiting_reasons_are_ignored() {
+    let cases: [(&str, &[&str], &str, ContainerStatus); 4] = [
+        ("Always", &[], "a", rc("a", 0, Running, 0)),
+        ("Never", &[], "a", rc("a", 0, Exited, 1)),
+        ("OnFailure", &[], "a", rc("a", 0, Exited, 0)),
+        ("Always", &["a"], "b", rc("a", 0, Exited, 0)), // a succeeded init container
+    ];
+    for (policy, inits, apps, c) in cases {
+        let s = Case::new(pod(policy, inits, &[apps]), vec![c])
+            .wait("a", "CrashLoopBackOff", "x")
+            .run();
+        let all = s
+            .init_container_statuses
+            .iter()
+            .flatten()
+            .chain(s.container_statuses.iter().flatten());
+        let a = all.into_iter().find(|s| s.name == "a").unwrap();
+        assert_eq!(state(a).waiting, None, "{policy} {inits:?}");
+        assert_eq!(a.last_state, None);
+    }
+}
+
+// ---- restartCount
+
+#[test]
+fn restart_count_sources() {
+    let mut c = rc("a", 4, Running, 0);
+    c.annotations
+        .insert(CONTAINER_RESTART_COUNT_ANNOTATION.into(), "7".into());
+    let s = Case::new(pod("Always", &[], &["a"]), vec![c.clone()]).run();
+    assert_eq!(app(&s, "a").restart_count, 7, "annotation wins");
+
+    c.labels.clear(); // labels unreadable, annotation still there
+    let s = Case::new(pod("Always", &[], &["a"]), vec![c.clone()]).run();
+    assert_eq!(app(&s, "a").restart_count, 7);
+
+    c.annotations
+        .insert(CONTAINER_RESTART_COUNT_ANNOTATION.into(), "lots".into());
+    let s = Case::new(pod("Always", &[], &["a"]), vec![c]).run();
+    assert_eq!(app(&s, "a").restart_count, 4, "falls back to the attempt");
+}
+
+// ---- phase: one test per row of the table on `pod_phase`
+
+fn st(name: &str, state: K8sContainerState, last: Option<i32>) -> K8sContainerStatus {
+    K8sContainerStatus {
+        name: name.into(),
+        state: Some(state),
+        last_state: last.map(term),
+        ..K8sContainerStatus::default()
+    }
+}
+fn run_() -> K8sContainerState {
+    K8sContainerState {
+        running: Some(ContainerStateRunning::default()),
+        ..Default::default()
+    }
+}
+fn term(code: i32) -> K8sContainerState {
+    K8sContainerState {
+        terminated: Some(ContainerStateTerminated {
+            exit_code: code,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+fn wait_() -> K8sContainerState {
+    waiting("x", None)
+}
+
+#[test]
+fn phase_table() {
+    let (r, w) = (run_(), wait_());
+    // (row, policy, init i, app a, app b, phase); `None` = no status.
+    let none = || None;
+    let some = |s: &K8sContainerState, last: Option<i32>| Some((s.clone(), last));
+    type S = Option<(K8sContainerState, Option<i32>)>;
+    #[rustfmt::skip]
+        let rows: Vec<(&str, &str, S, S, S, &str)> = vec![
+            ("1 init failed", "Never", some(&term(1), None), some(&w, None), some(&w, None), FAILED),
+            ("1 init restarting after failure", "Never", some(&w, Some(1)), some(&w, None), some(&w, None), FAILED),
+            ("2 init has no status", "Always", none(), none(), none(), PENDING),
+            ("2 init running", "Always", some(&r, None), some(&w, None), some(&w, None), PENDING),
+            ("2 init waiting", "Never", some(&w, None), some(&w, None), some(&w, None), PENDING),
+            ("2 init failed, will restart", "Always", some(&term(1), None), some(&w, None), some(&w, None), PENDING),
+            ("2 init crash-looping", "OnFailure", some(&w, Some(1)), some(&w, None), some(&w, None), PENDING),
+            ("2 skipped: init reruns after apps ran", "Always", some(&r, None), some(&term(0), None), some(&term(1), None), RUNNING),
+            ("3 waiting beside running", "Always", some(&term(0), None), some(&r, None), some(&w, None), PENDING),
+            ("3 waiting beside terminated", "OnFailure", some(&term(0), None), some(&term(1), None), some(&w, None), PENDING),
+            ("4 running beside failed", "Never", some(&term(0), None), some(&r, None), some(&term(1), None), RUNNING),
+            ("4 running beside crash-loop", "Always", some(&term(0), None), some(&r, None), some(&w, Some(1)), RUNNING),
+            ("5 Always, all terminated", "Always", some(&term(0), None), some(&term(0), None), some(&term(1), None), RUNNING),
+            ("5 Always, all crash-looping", "Always", some(&term(0), None), some(&w, Some(1)), some(&w, Some(0)), RUNNING),
+            ("6 OnFailure, all succeeded", "OnFailure", some(&term(0), None), some(&term(0), None), some(&term(0), None), SUCCEEDED),
+            ("6 Never, all succeeded", "Never", some(&term(0), None), some(&term(0), None), some(&term(0), None), SUCCEEDED),
+            ("7 Never, one failed", "Never", some(&term(0), None), some(&term(0), None), some(&term(2), None), FAILED),
+            ("7 Never, waiting after exit counts as not succeeded", "Never", some(&term(0), None), some(&w, Some(0)), some(&term(0), None), FAILED),
+            ("8 OnFailure, one failed", "OnFailure", some(&term(0), None), some(&term(0), None), some(&term(2), None), RUNNING),
+            ("8 OnFailure, one crash-looping", "OnFailure", some(&term(0), None), some(&w, Some(1)), some(&term(0), None), RUNNING),
+            ("9 no app statuses", "Always", some(&term(0), None), none(), none(), PENDING),
+            ("9 running, one unknown", "Always", some(&term(0), None), some(&r, None), none(), PENDING),
+            ("9 stopped, one unknown", "Never", some(&term(0), None), some(&term(0), None), none(), PENDING),
+        ];
+    let status = |name: &str, s: S| s.map(|(state, last)| st(name, state, last));
+    for (what, policy, i, a, b, want) in rows {
+        let init: Vec<_> = status("i", i).into_iter().collect();
+        let app: Vec<_> = [status("a", a), status("b", b)]
+            .into_iter()
+            .flatten()
+            .collect();
+        let p = pod(policy, &["i"], &["a", "b"]);
+        assert_eq!(pod_phase(&p, &init, &app), want, "{what}");
+    }
+    // A status without any state counts as unknown.
+    let p = pod("Always", &[], &["a", "b"]);
+    let stateless = K8sContainerStatus {
+        name: "b".into(),
+        ..Default::default()
+    };
+    assert_eq!(
+        pod_phase(&p, &[], &[st("a", run_(), None), stateless]),
+        PENDING
+    );
+    // Without init containers row 2 cannot apply.
+    let p = pod("Always", &[], &["a"]);
+    assert_eq!(pod_phase(&p, &[], &[st("a", run_(), None)]), RUNNING);
+    assert_eq!(pod_phase(&p, &[], &[st("a", wait_(), None)]), PENDING);
+}
+
+#[test]
+fn phase_end_to_end() {
+    let cases = [
+        ("Always", vec![], PENDING),
+        ("Always", vec![rc("a", 0, Running, 0)], RUNNING),
+        ("Never", vec![rc("a", 0, Exited, 0)], SUCCEEDED),
+        ("Never", vec![rc("a", 0, Exited, 1)], FAILED),
+        ("OnFailure", vec![rc("a", 0, Exited, 1)], RUNNING),
+    ];
+    for (policy, ctrs, want) in cases {
+        let s = Case::new(pod(policy, &[], &["a"]), ctrs).run();
+        assert_eq!(s.phase.as_deref(), Some(want), "{policy}");
+    }
+    let s = Case::new(pod("Never", &["i"], &["a"]), vec![rc("i", 0, Exited, 1)]).run();
+    assert_eq!(s.phase.as_deref(), Some(FAILED));
+    let s = Case::new(pod("Always", &["i"], &["a"]), vec![rc("i", 0, Exited, 1)])
+        .wait("i", "CrashLoopBackOff", "")
+        .run();
+    assert_eq!(s.phase.as_deref(), Some(PENDING));
+    assert_eq!(waiting_reason(init(&s, "i")), Some("CrashLoopBackOff"));
+}
+
+// ---- conditions
+
+fn summary(s: &PodStatus) -> Vec<(String, String, Option<String>, Option<String>)> {
+    let conds = s.conditions.as_ref().unwrap();
+    conds
+        .iter()
+        .map(|c| {
+            (
+                c.type_.clone(),
+                c.status.clone(),
+                c.reason.clone(),
+                c.message.clone(),
+            )
+        })
+        .collect()
+}
+
+fn row(
+    kind: &str,
+    status: &str,
+    reason: Option<&str>,
+    message: Option<&str>,
+) -> (String, String, Option<String>, Option<String>) {
+    (
+        kind.into(),
+        status.into(),
+        reason.map(Into::into),
+        message.map(Into::into),
+    )
+}
+
+#[test]
+fn conditions_all_true_in_order() {
+    let s = Case::new(
+        pod("Always", &["i"], &["a"]),
+        vec![rc("i", 0, Exited, 0), rc("a", 0, Running, 0)],
+    )
+    .run();
+    assert_eq!(
+        summary(&s),
+        vec![
+            row(POD_READY_TO_START_CONTAINERS, "True", None, None),
+            row(INITIALIZED, "True", None, None),
+            row(READY, "True", None, None),
+            row(CONTAINERS_READY, "True", None, None),
+            row(POD_SCHEDULED, "True", None, None),
+        ]
+    );
+    for c in s.conditions.as_ref().unwrap() {
+        assert_eq!(c.last_transition_time, t(1_000));
+        assert_eq!(c.last_probe_time, None);
+    }
+}
+
+#[test]
+fn conditions_not_ready() {
+    let mut case = Case::new(
+        pod("Always", &["i1", "i2"], &["a", "b"]),
+        vec![rc("i1", 0, Exited, 0), rc("i2", 0, Running, 0)],
+    );
+    case.sandbox_ready = false;
+    let s = case.run();
+    let unready = Some("containers with unready status: [a b]");
+    assert_eq!(
+        summary(&s),
+        vec![
+            row(POD_READY_TO_START_CONTAINERS, "False", None, None),
+            row(
+                INITIALIZED,
+                "False",
+                Some("ContainersNotInitialized"),
+                Some("containers with incomplete status: [i2]")
+            ),
+            row(READY, "False", Some("ContainersNotReady"), unready),
+            row(
+                CONTAINERS_READY,
+                "False",
+                Some("ContainersNotReady"),
+                unready
+            ),
+            row(POD_SCHEDULED, "True", None, None),
+        ]
+    );
+}
+
+#[test]
+fn initialized_without_init_containers_and_after_app_started() {
+    let s = Case::new(pod("Always", &[], &["a"]), vec![]).run();
+    assert_eq!(condition(&s, INITIALIZED).status, "True");
+    // init reran in a new sandbox while the app container's last run remains
+    let s = Case::new(
+        pod("Always", &["i"], &["a"]),
+        vec![rc("i", 1, Running, 0), rc("a", 0, Exited, 0)],
+    )
+    .run();
+    assert_eq!(condition(&s, INITIALIZED).status, "True");
+}
+
+#[test]
+fn conditions_of_completed_pods() {
+    let s = Case::new(
+        pod("Never", &["i"], &["a"]),
+        vec![rc("i", 0, Exited, 0), rc("a", 0, Exited, 0)],
+    )
+    .run();
+    assert_eq!(s.phase.as_deref(), Some(SUCCEEDED));
+    assert_eq!(
+        summary(&s)[1],
+        row(INITIALIZED, "True", Some("PodCompleted"), None)
+    );
+    assert_eq!(
+        summary(&s)[2],
+        row(READY, "False", Some("PodCompleted"), None)
+    );
+    assert_eq!(
+        summary(&s)[3],
+        row(CONTAINERS_READY, "False", Some("PodCompleted"), None)
+    );
+
+    let s = Case::new(pod("Never", &[], &["a"]), vec![rc("a", 0, Exited, 1)]).run();
+    assert_eq!(s.phase.as_deref(), Some(FAILED));
+    assert_eq!(summary(&s)[1], row(INITIALIZED, "True", None, None));
+    assert_eq!(
+        summary(&s)[2],
+        row(READY, "False", Some("PodCompleted"), None)
+    );
+    assert_eq!(
+        summary(&s)[3],
+        row(CONTAINERS_READY, "False", Some("PodCompleted"), None)
+    );
+}
+
+#[test]
+fn transition_times_are_stable_while_status_holds() {
+    let p = pod("Always", &[], &["a"]);
+    let first = Case::new(p.clone(), vec![]).run();
+    assert_eq!(condition(&first, READY).status, "False");
+
+    // Nothing changed: every time is kept, even with a new reason text.
+    let mut case = Case::new(p.clone(), vec![rc("a", 0, Created, 0)]);
+    case.previous = Some(first.clone());
+    case.now = 2_000;
+    let second = case.run();
+    for c in second.conditions.as_ref().unwrap() {
+        assert_eq!(c.last_transition_time, t(1_000), "{}", c.type_);
+    }
+
+    // The container runs: only Ready and ContainersReady move.
+    let mut case = Case::new(p.clone(), vec![rc("a", 0, Running, 0)]);
+    case.previous = Some(second);
+    case.now = 3_000;
+    let third = case.run();
+    let times: Vec<_> = third
+        .conditions
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|c| c.last_transition_time.clone())
+        .collect();
+    assert_eq!(
+        times,
+        vec![t(1_000), t(1_000), t(3_000), t(3_000), t(1_000)]
+    );
+
+    // A previous condition without a time gets `now`.
+    let mut prev = third.clone();
+    prev.conditions.as_mut().unwrap()[0].last_transition_time = None;
+    let mut case = Case::new(p, vec![rc("a", 0, Running, 0)]);
+    case.previous = Some(prev);
+    case.now = 4_000;
+    assert_eq!(
+        condition(&case.run(), POD_READY_TO_START_CONTAINERS).last_transition_time,
+        t(4_000)
+    );
+}
+
+// ---- addresses and times
+
+#[test]
+fn pod_ips() {
+    let s = Case::new(pod("Always", &[], &["a"]), vec![]).run();
+    assert_eq!(s.pod_ip.as_deref(), Some("10.0.0.7"));
+    assert_eq!(
+        s.pod_ips,
+        Some(vec![PodIP {
+            ip: "10.0.0.7".into()
+        }])
+    );
+    assert_eq!(s.host_ip.as_deref(), Some("192.168.1.5"));
+    assert_eq!(
+        s.host_ips,
+        Some(vec![HostIP {
+            ip: "192.168.1.5".into()
+        }])
+    );
+
+    let mut case = Case::new(
+        pod_with("Always", &[], &["a"], json!({"hostNetwork": true})),
+        vec![],
+    );
+    case.pod_ip = "";
+    let s = case.run();
+    assert_eq!(s.pod_ip.as_deref(), Some("192.168.1.5"));
+    assert_eq!(
+        s.pod_ips,
+        Some(vec![PodIP {
+            ip: "192.168.1.5".into()
+        }])
+    );
+
+    let mut case = Case::new(pod("Always", &[], &["a"]), vec![]);
+    case.pod_ip = "";
+    let s = case.run();
+    assert_eq!((s.pod_ip, s.pod_ips), (None, None));
+}
+
+#[test]
+fn start_time_and_json_shape() {
+    let s = Case::new(pod("Always", &[], &["a"]), vec![]).run();
+    assert_eq!(s.start_time, t(50));
+    let v = serde_json::to_value(&s).unwrap();
+    assert_eq!(v["startTime"], "1970-01-01T00:00:50Z");
+    assert_eq!(v["phase"], "Pending");
+    assert_eq!(v["qosClass"], "BestEffort");
+    assert_eq!(
+        v["containerStatuses"][0]["state"],
+        json!({"waiting": {"reason": "ContainerCreating"}})
+    );
+    assert_eq!(v["containerStatuses"][0]["started"], false);
+    assert!(v.get("initContainerStatuses").is_none());
+}
+
+// ---- QoS
+
+fn qos(apps: serde_json::Value, inits: serde_json::Value) -> &'static str {
+    let p: Pod =
+        serde_json::from_value(json!({"spec": {"containers": apps, "initContainers": inits}}))
+            .unwrap();
+    qos_class(&p).as_str()
+}
+
+fn res(requests: serde_json::Value, limits: serde_json::Value) -> serde_json::Value {
+    json!({"name": "c", "resources": {"requests": requests, "limits": limits}})
+}
+
+#[test]
+fn qos_classes() {
+    let none = json!({});
+    let both = json!({"cpu": "500m", "memory": "1Gi"});
+    let cases = [
+        ("nothing", json!([{"name": "c"}]), json!([]), "BestEffort"),
+        (
+            "zero amounts",
+            json!([res(json!({"cpu": "0"}), json!({"memory": "0Mi"}))]),
+            json!([]),
+            "BestEffort",
+        ),
+        (
+            "other resources only",
+            json!([res(json!({"ephemeral-storage": "1Gi"}), none.clone())]),
+            json!([]),
+            "BestEffort",
+        ),
+        (
+            "limits only",
+            json!([res(none.clone(), both.clone())]),
+            json!([]),
+            "Guaranteed",
+        ),
+        (
+            "equal in other units",
+            json!([res(json!({"cpu": "0.5", "memory": "1024Mi"}), both.clone())]),
+            json!([]),
+            "Guaranteed",
+        ),
+        (
+            "two guaranteed",
+            json!([
+                res(none.clone(), both.clone()),
+                res(both.clone(), both.clone())
+            ]),
+            json!([]),
+            "Guaranteed",
+        ),
+        (
+            "guaranteed with init",
+            json!([res(none.clone(), both.clone())]),
+            json!([res(none.clone(), both.clone())]),
+            "Guaranteed",
+        ),
+        (
+            "requests only",
+            json!([res(both.clone(), none.clone())]),
+            json!([]),
+            "Burstable",
+        ),
+        (
+            "request below limit",
+            json!([res(json!({"cpu": "100m", "memory": "1Gi"}), both.clone())]),
+            json!([]),
+            "Burstable",
+        ),
+        (
+            "cpu limit only",
+            json!([res(none.clone(), json!({"cpu": "1"}))]),
+            json!([]),
+            "Burstable",
+        ),
+        (
+            "one container without",
+            json!([res(none.clone(), both.clone()), {"name": "d"}]),
+            json!([]),
+            "Burstable",
+        ),
+        (
+            "init container without limits",
+            json!([res(none.clone(), both.clone())]),
+            json!([res(json!({"cpu": "1m"}), none.clone())]),
+            "Burstable",
+        ),
+    ];
+    for (what, apps, inits, want) in cases {
+        assert_eq!(qos(apps, inits), want, "{what}");
+    }
+}
+
+// ---- properties
+
+fn any_state() -> impl Strategy<Value = ContainerState> {
+    prop_oneof![Just(Created), Just(Running), Just(Exited), Just(Unknown)]
+}
+
+proptest! {
+    #[test]
+    fn never_panics_and_lists_the_spec(
+        n_init in 0usize..3,
+        n_app in 1usize..4,
+        policy in prop_oneof![Just("Always"), Just("OnFailure"), Just("Never"), Just("Weird")],
+        ctrs in proptest::collection::vec(
+            (0usize..7, 0u32..4, any_state(), -3i32..3, any::<i64>(), any::<i64>(), any::<bool>(), ".{0,4}"),
+            0..10,
+        ),
+        waits in proptest::collection::vec((0usize..7, ".{0,6}"), 0..4),
+        sandbox_ready in any::<bool>(),
+        host_network in any::<bool>(),
+        ip in prop_oneof![Just(""), Just("10.1.1.1")],
+        now in -1_000_000i64..4_000_000_000,
+        with_previous in any::<bool>(),
+    ) {
+        let names = ["i0", "i1", "i2", "a0", "a1", "a2", "other"];
+        let inits: Vec<&str> = names[..n_init].to_vec();
+        let apps: Vec<&str> = names[3..3 + n_app].to_vec();
+        let p = pod_with(policy, &inits, &apps, json!({"hostNetwork": host_network}));
+        let containers: Vec<ContainerStatus> = ctrs
+            .into_iter()
+            .map(|(n, attempt, state, code, created, finished, labelled, count)| {
+                let mut c = rc(names[n], attempt, state, code);
+                c.created_at = created;
+                c.started_at = created;
+                c.finished_at = finished;
+                if !labelled {
+                    c.labels.clear();
+                    c.annotations.insert(CONTAINER_RESTART_COUNT_ANNOTATION.into(), count);
+                }
+                c
+            })
+            .collect();
+        let waiting: HashMap<String, WaitingReason> = waits
+            .into_iter()
+            .map(|(n, r)| (names[n].to_string(), WaitingReason { reason: r.clone(), message: r }))
+            .collect();
+        let mut case = Case { pod: p, containers, waiting, sandbox_ready, pod_ip: ip, previous: None, now };
+        if with_previous {
+            case.previous = Some(case.run());
+        }
+        let s = case.run();
+        let listed = |v: &Option<Vec<K8sContainerStatus>>| -> Vec<String> {
+            v.iter().flatten().map(|c| c.name.clone()).collect()
+        };
+        prop_assert_eq!(listed(&s.container_statuses), apps);
+        prop_assert_eq!(listed(&s.init_container_statuses), inits.clone());
+        prop_assert_eq!(s.init_container_statuses.is_some(), n_init > 0);
+        let kinds: Vec<&str> = s.conditions.iter().flatten().map(|c| c.type_.as_str()).collect();
+        prop_assert_eq!(kinds, vec![POD_READY_TO_START_CONTAINERS, INITIALIZED, READY, CONTAINERS_READY, POD_SCHEDULED]);
+        prop_assert!([PENDING, RUNNING, SUCCEEDED, FAILED].contains(&s.phase.as_deref().unwrap()));
+        for c in s.init_container_statuses.iter().flatten().chain(s.container_statuses.iter().flatten()) {
+            let st = c.state.as_ref().unwrap();
+            let set = [st.running.is_some(), st.terminated.is_some(), st.waiting.is_some()];
+            prop_assert_eq!(set.iter().filter(|b| **b).count(), 1);
+            prop_assert_eq!(c.ready, st.running.is_some());
+            prop_assert!(c.restart_count >= 0);
+        }
+        prop_assert!(serde_json::to_string(&s).is_ok());
+    }
+}
