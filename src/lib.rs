@@ -13,8 +13,8 @@ pub mod pod;
 pub mod stats;
 pub mod units;
 
-/// Generated CRI messages and clients. Only `runtime::cri` and
-/// `runtime::convert` use them: the rest of the crate speaks domain types.
+/// Generated CRI messages and clients. Only `cri::client` and
+/// `cri::convert` use them: the rest of the crate speaks domain types.
 pub(crate) mod proto {
     pub mod runtime {
         pub mod v1 {

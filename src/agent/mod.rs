@@ -5,6 +5,9 @@
 //! pod manager and the worker map; readers get `Arc` snapshots of the
 //! manager through a watch channel. Shutdown fans out from one
 //! cancellation token and leaves pods running, as the kubelet does.
+//!
+//! The drivers live here (sync loop, pod workers, relist, container GC,
+//! runtime reads); they may import every lower layer, never `cli`.
 
 pub mod cgroup;
 pub mod config;

@@ -1,5 +1,6 @@
 //! Command implementations behind the `crilet` binary. Each returns its
 //! output as data or text so that tests can drive it without a terminal.
+//! The top layer (beside `main`): may import any module of the crate.
 
 pub mod agent_client;
 pub mod runtime_info;

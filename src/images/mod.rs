@@ -1,5 +1,6 @@
 //! Images: disk usage of the image filesystem and image garbage collection
 //! (policy, records, selection: pure; the collector drives the runtime).
+//! May import `cri`, `pod` and `units` only.
 
 pub mod disk;
 pub mod gc;

@@ -1,5 +1,5 @@
 //! An in-memory `MirrorClient` that records calls, for unit tests of the
-//! mirror driver. Invariant: no I/O; uids are "uid-<n>".
+//! mirror driver. Invariant: no I/O; uids are `uid-<n>`.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

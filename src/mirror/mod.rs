@@ -1,5 +1,6 @@
 //! Mirror pods: the API server's copies of static pods. `decide` says what
 //! to create and delete (pure); the driver does it through `MirrorClient`.
+//! May import `pod`, `cri` and `units`; never `agent`, `stats` or `cli`.
 
 pub mod client;
 pub mod decide;

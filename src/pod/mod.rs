@@ -3,6 +3,7 @@
 //!
 //! Invariant: nothing here does I/O or reads a clock; callers pass the
 //! bytes they read and the time they observed.
+//! The ground floor: imports nothing from the crate but `units`.
 
 pub mod defaults;
 pub mod manager;

@@ -3,6 +3,8 @@
 //! goes through (static UID, mirror UID or namespace/name, via the pod
 //! manager), and the servers: gRPC on a unix socket (and optionally TLS
 //! TCP), and the kubelet-compatible HTTP endpoints.
+//! May import `images`, `kuberuntime` (labels), `cri`, `pod` and `units`;
+//! never `agent`, `cli` or `mirror`.
 
 pub mod assemble;
 pub mod collector;

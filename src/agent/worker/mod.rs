@@ -15,8 +15,11 @@ use k8s_openapi::api::core::v1::{Container, PodStatus};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::cgroup::remove_pod_cgroup;
 use super::observe::observe_pod;
+
+mod start;
+mod stop;
+
 use crate::cri::{ContainerState, PodSandboxState, Runtime, RuntimeError};
 use crate::kuberuntime::backoff::BackOff;
 use crate::kuberuntime::mapping::{self, NodeContext};
@@ -27,6 +30,8 @@ use crate::kuberuntime::plan::{
 use crate::kuberuntime::status::{StatusInput, WaitingReason, pod_status};
 use crate::pod::view::StatusCache;
 use crate::pod::{self, Pod};
+use start::pull_key;
+use stop::kill_all;
 
 /// What a worker is asked to do.
 #[derive(Debug, Clone)]
@@ -326,191 +331,6 @@ impl Worker {
         }
     }
 
-    async fn create_sandbox(&mut self, pod: &Pod, attempt: u32) -> Result<String, RuntimeError> {
-        let rt = self.ctx.runtime.clone();
-        let config = mapping::sandbox_config(&self.ctx.node, pod, attempt).map_err(refused)?;
-        prepare_dirs(&self.ctx.node, pod).map_err(|e| RuntimeError::Refused {
-            op: "RunPodSandbox",
-            message: e.to_string(),
-        })?;
-        match rt.run_pod_sandbox(&config).await {
-            Ok(id) => Ok(id),
-            Err(e) => {
-                // A failed run can leave a NOTREADY sandbox that holds the
-                // name of this attempt: clear it so the retry can use it.
-                let stale = rt
-                    .list_pod_sandbox(&crate::cri::PodSandboxFilter {
-                        label_selector: crate::cri::Labels::from([(
-                            crate::kuberuntime::labels::POD_UID_LABEL.to_string(),
-                            pod::uid(pod).to_string(),
-                        )]),
-                        ..Default::default()
-                    })
-                    .await
-                    .unwrap_or_default();
-                for s in stale
-                    .iter()
-                    .filter(|s| s.metadata.attempt == attempt && s.state != PodSandboxState::Ready)
-                {
-                    let _ = rt.stop_pod_sandbox(&s.id).await;
-                    let _ = rt.remove_pod_sandbox(&s.id).await;
-                }
-                Err(e)
-            }
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn start_container(
-        &mut self,
-        pod: &Pod,
-        sandbox: &mut CurrentSandbox,
-        kind: ContainerKind,
-        name: &str,
-        attempt: u32,
-        restart_count: u32,
-        restart: bool,
-    ) -> Result<(), RuntimeError> {
-        let rt = self.ctx.runtime.clone();
-        let spec = pod.spec.clone().unwrap_or_default();
-        let list = match kind {
-            ContainerKind::Init => spec.init_containers.unwrap_or_default(),
-            ContainerKind::App => spec.containers,
-        };
-        let Some(container) = list.into_iter().find(|c| c.name == name) else {
-            return Ok(());
-        };
-        // The same config the sandbox was run with (containerd needs it whole).
-        let sandbox_config =
-            mapping::sandbox_config(&self.ctx.node, pod, sandbox.attempt).map_err(refused)?;
-        let pod_ip = match &sandbox.ip {
-            Some(ip) => ip.clone(),
-            None => {
-                let ip = rt.pod_sandbox_status(&sandbox.id).await?.ip;
-                sandbox.ip = Some(ip.clone());
-                ip
-            }
-        };
-        let now = now_nanos();
-        if let Err((reason, message)) = self.ensure_image(&container, &sandbox_config, now).await {
-            self.waiting.insert(
-                name.to_string(),
-                WaitingReason {
-                    reason,
-                    message: message.clone(),
-                },
-            );
-            return Err(RuntimeError::Refused {
-                op: "PullImage",
-                message,
-            });
-        }
-        let config = mapping::container_config(
-            &self.ctx.node,
-            pod,
-            &container,
-            restart_count,
-            attempt,
-            &pod_ip,
-        )
-        .map_err(|e| {
-            self.waiting.insert(
-                name.to_string(),
-                WaitingReason {
-                    reason: "CreateContainerConfigError".into(),
-                    message: e.to_string(),
-                },
-            );
-            refused(e)
-        })?;
-        if restart {
-            self.backoff.next(name, now);
-        }
-        let id = match rt
-            .create_container(&sandbox.id, &config, &sandbox_config)
-            .await
-        {
-            Ok(id) => id,
-            Err(e) => {
-                self.waiting.insert(
-                    name.to_string(),
-                    WaitingReason {
-                        reason: "CreateContainerError".into(),
-                        message: e.to_string(),
-                    },
-                );
-                return Err(e);
-            }
-        };
-        if let Err(e) = rt.start_container(&id).await {
-            self.waiting.insert(
-                name.to_string(),
-                WaitingReason {
-                    reason: "RunContainerError".into(),
-                    message: e.to_string(),
-                },
-            );
-            return Err(e);
-        }
-        self.waiting.remove(name);
-        Ok(())
-    }
-
-    /// Pulls per the container's policy. Err is (reason, message) for the status.
-    async fn ensure_image(
-        &mut self,
-        container: &Container,
-        sandbox: &crate::cri::PodSandboxConfig,
-        now: i64,
-    ) -> Result<(), (String, String)> {
-        let rt = self.ctx.runtime.clone();
-        let image = container.image.clone().unwrap_or_default();
-        let policy = container
-            .image_pull_policy
-            .as_deref()
-            .unwrap_or("IfNotPresent");
-        if policy != "Always" {
-            let present = rt
-                .image_status(&image)
-                .await
-                .map_err(|e| ("ErrImageInspect".to_string(), e.to_string()))?
-                .is_some();
-            if present {
-                return Ok(());
-            }
-            if policy == "Never" {
-                return Err((
-                    "ErrImageNeverPull".into(),
-                    format!("container image {image:?} is not present with pull policy of Never"),
-                ));
-            }
-        }
-        let key = pull_key(&container.name);
-        if let Some((at, last)) = self.pull_failures.get(&container.name) {
-            if self.backoff.blocked_until(&key, *at, now).is_some() {
-                return Err((
-                    "ImagePullBackOff".into(),
-                    format!("Back-off pulling image {image:?}: {last}"),
-                ));
-            }
-        }
-        match rt.pull_image(&image, None, Some(sandbox)).await {
-            Ok(image_ref) => {
-                tracing::info!(image, image_ref, "pulled image");
-                self.pull_failures.remove(&container.name);
-                self.backoff.reset(&key);
-                Ok(())
-            }
-            Err(e) => {
-                self.backoff.next(&key, now);
-                let message = e.to_string();
-                self.pull_failures
-                    .insert(container.name.clone(), (now, message.clone()));
-                Err(("ErrImagePull".into(), message))
-            }
-        }
-    }
-
     async fn write_status(&mut self, pod: &Pod, obs: &Observation, start: jiff::Timestamp) {
         let sandbox = obs
             .sandboxes
@@ -560,60 +380,6 @@ impl Worker {
             self.ctx.status_changed.send_replace(());
         }
     }
-
-    async fn terminate(
-        &mut self,
-        uid: &str,
-        full_name: &str,
-        pod: Option<&Pod>,
-    ) -> Result<(), RuntimeError> {
-        let rt = self.ctx.runtime.clone();
-        let obs = observe_pod(rt.as_ref(), uid).await?;
-        let grace = match pod {
-            Some(p) => mapping::termination_grace_period(p),
-            None => obs
-                .labels
-                .values()
-                .find_map(|l| l.termination_grace_period)
-                .unwrap_or(30),
-        };
-        tracing::info!(pod = full_name, uid, grace, "terminating pod");
-        kill_all(rt.clone(), &obs, grace).await?;
-        // Everything is stopped: remove it (containers go with their sandbox).
-        for c in &obs.containers {
-            rt.remove_container(&c.id).await?;
-        }
-        for s in &obs.sandboxes {
-            rt.remove_pod_sandbox(&s.id).await?;
-        }
-        // Containers created after the observation would be missed: look again.
-        let left = observe_pod(rt.as_ref(), uid).await?;
-        if !left.sandboxes.is_empty() || !left.containers.is_empty() {
-            return Err(RuntimeError::Refused {
-                op: "RemovePodSandbox",
-                message: format!("pod {full_name} still has runtime objects; retrying"),
-            });
-        }
-        for parent in mapping::cgroup_parent_candidates(&self.ctx.node, uid) {
-            if let Err(e) = remove_pod_cgroup(&self.ctx.cgroup_fs, &parent) {
-                tracing::warn!(pod = full_name, error = %e, "could not remove the pod cgroup");
-            }
-        }
-        if let Some(p) = pod {
-            remove_dirs(&self.ctx.node, p);
-        }
-        self.ctx
-            .statuses
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(uid);
-        tracing::info!(pod = full_name, uid, "pod terminated and removed");
-        Ok(())
-    }
-}
-
-fn pull_key(container: &str) -> String {
-    format!("pull:{container}")
 }
 
 fn refused(e: mapping::MappingError) -> RuntimeError {
@@ -627,66 +393,5 @@ fn work_name(w: &PodWork) -> String {
     match w {
         PodWork::Sync(p) => pod::full_name(p),
         PodWork::Terminate { full_name, .. } => full_name.clone(),
-    }
-}
-
-/// Stops running containers (in parallel, with the grace period), then
-/// every ready sandbox.
-async fn kill_all(rt: Arc<dyn Runtime>, obs: &Observation, grace: i64) -> Result<(), RuntimeError> {
-    let grace = Duration::from_secs(grace.max(0) as u64);
-    let mut set = tokio::task::JoinSet::new();
-    for c in obs
-        .containers
-        .iter()
-        .filter(|c| matches!(c.state, ContainerState::Running | ContainerState::Created))
-    {
-        let rt = rt.clone();
-        let id = c.id.clone();
-        set.spawn(async move { rt.stop_container(&id, grace).await });
-    }
-    let mut first_err = None;
-    while let Some(r) = set.join_next().await {
-        if let Ok(Err(e)) = r {
-            if !e.is_not_found() {
-                first_err.get_or_insert(e);
-            }
-        }
-    }
-    if let Some(e) = first_err {
-        return Err(e);
-    }
-    for s in obs
-        .sandboxes
-        .iter()
-        .filter(|s| s.state == PodSandboxState::Ready)
-    {
-        rt.stop_pod_sandbox(&s.id).await?;
-    }
-    Ok(())
-}
-
-/// The pod's log directory and emptyDir volumes, made before the sandbox.
-fn prepare_dirs(node: &NodeContext, pod: &Pod) -> std::io::Result<()> {
-    std::fs::create_dir_all(mapping::pod_log_dir(node, pod))?;
-    let volumes = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.volumes.clone())
-        .unwrap_or_default();
-    for v in volumes.iter().filter(|v| v.empty_dir.is_some()) {
-        std::fs::create_dir_all(mapping::empty_dir_path(node, pod, &v.name))?;
-    }
-    Ok(())
-}
-
-/// Removes the pod's directory under the root dir and its logs.
-fn remove_dirs(node: &NodeContext, pod: &Pod) {
-    let pod_dir = node.root_dir.join("pods").join(pod::uid(pod));
-    for dir in [pod_dir, mapping::pod_log_dir(node, pod)] {
-        if let Err(e) = std::fs::remove_dir_all(&dir) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(dir = %dir.display(), error = %e, "could not remove pod directory");
-            }
-        }
     }
 }

@@ -1,0 +1,257 @@
+//! `crilet run` settings: flags over an optional KubeletConfiguration-style file over defaults.
+//! This file is the shared loader; each feature resolves its own fields in a file beside it.
+//! May import `cri`, `units`, `config`, `images::policy` and `stats`; never the rest of `agent`.
+
+mod image_gc;
+mod mirror;
+mod runtime;
+mod servers;
+mod sources;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::units::parse_duration;
+
+pub use runtime::DEFAULT_RUNTIME_REQUEST_TIMEOUT;
+pub use servers::{AuthenticationConfig, ServeSettings, X509Config};
+pub use sources::{DEFAULT_FILE_CHECK_FREQUENCY, DEFAULT_HTTP_CHECK_FREQUENCY, parse_header};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// The flags of `crilet run` (names as the kubelet's).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RunArgs {
+    /// A KubeletConfiguration-style YAML file; flags override its fields.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Static pod manifests: a file or a directory.
+    #[arg(long)]
+    pub pod_manifest_path: Option<PathBuf>,
+    /// How often the manifest path is re-read in full (Go duration).
+    #[arg(long, value_parser = parse_duration)]
+    pub file_check_frequency: Option<Duration>,
+    /// Static pods from a URL serving a v1 Pod or PodList (JSON or YAML).
+    #[arg(long)]
+    pub manifest_url: Option<String>,
+    /// A header for the manifest URL requests, 'Name: value'; repeat the
+    /// flag for more (one header per flag).
+    #[arg(long = "manifest-url-header", value_name = "NAME: VALUE", value_parser = parse_header)]
+    pub manifest_url_header: Vec<(String, String)>,
+    /// How often the manifest URL is polled (Go duration).
+    #[arg(long, value_parser = parse_duration)]
+    pub http_check_frequency: Option<Duration>,
+    /// PEM bundle of CAs trusted for an https manifest URL, besides the system's.
+    #[arg(long)]
+    pub manifest_url_ca_file: Option<PathBuf>,
+    /// The CRI endpoint.
+    #[arg(long, env = "CONTAINER_RUNTIME_ENDPOINT")]
+    pub container_runtime_endpoint: Option<String>,
+    /// Deadline of each CRI call (image pulls get longer).
+    #[arg(long, value_parser = parse_duration)]
+    pub runtime_request_timeout: Option<Duration>,
+    /// The node name (default: the hostname, lowercased).
+    #[arg(long)]
+    pub hostname_override: Option<String>,
+    /// The node's IP (default: the first non-loopback local IPv4).
+    #[arg(long)]
+    pub node_ip: Option<String>,
+    /// Where crilet keeps pod logs and volumes.
+    #[arg(long)]
+    pub root_dir: Option<PathBuf>,
+    /// cgroupfs path under which pod cgroups are made ("/" puts them in /kubepods).
+    #[arg(long)]
+    pub cgroup_root: Option<String>,
+    /// Log format.
+    #[arg(long, value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Kubeconfig with the node's credentials: register the Node and keep
+    /// mirror pods on the API server. Without it crilet runs standalone.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Image garbage collection (`--image-gc-*`, `--pinned-image`, ...).
+    #[command(flatten)]
+    pub image_gc: Box<crate::images::policy::ImageGcArgs>,
+    /// crilet's gRPC API (stats, pods) on this unix socket, mode 0600.
+    #[arg(long)]
+    pub socket: Option<PathBuf>,
+    /// How often pod, container and node stats are sampled (Go duration).
+    #[arg(long, value_parser = parse_duration)]
+    pub stats_period: Option<Duration>,
+    /// Serve /stats/summary, /metrics, /healthz and /pods over plain HTTP on
+    /// HOST:PORT (":PORT" means loopback). Off unless set.
+    #[arg(long)]
+    pub http_address: Option<String>,
+    /// Also serve the gRPC API on this TCP HOST:PORT, with TLS only (needs
+    /// --tls-cert-file and --tls-private-key-file).
+    #[arg(long)]
+    pub grpc_address: Option<String>,
+    /// PEM certificate (chain) of the TCP gRPC listener.
+    #[arg(long)]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of the TCP gRPC listener.
+    #[arg(long)]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Require TCP gRPC clients to present a certificate signed by this CA.
+    #[arg(long)]
+    pub client_ca_file: Option<PathBuf>,
+}
+
+/// The fields of a KubeletConfiguration that crilet honours.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigFile {
+    pub api_version: Option<String>,
+    pub kind: Option<String>,
+    pub static_pod_path: Option<PathBuf>,
+    pub file_check_frequency: Option<String>,
+    #[serde(rename = "staticPodURL")]
+    pub static_pod_url: Option<String>,
+    /// Header name → values, as the KubeletConfiguration field.
+    #[serde(rename = "staticPodURLHeader")]
+    pub static_pod_url_header: Option<BTreeMap<String, Vec<String>>>,
+    pub http_check_frequency: Option<String>,
+    pub container_runtime_endpoint: Option<String>,
+    pub runtime_request_timeout: Option<String>,
+    pub cgroup_root: Option<String>,
+    pub logging: Option<LoggingConfig>,
+    #[serde(flatten)]
+    pub image_gc: crate::images::policy::ImageGcFile,
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_private_key_file: Option<PathBuf>,
+    pub authentication: Option<AuthenticationConfig>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct LoggingConfig {
+    pub format: Option<LogFormat>,
+}
+
+/// Resolved settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub pod_manifest_path: Option<PathBuf>,
+    pub file_check_frequency: Duration,
+    pub manifest_url: Option<String>,
+    pub manifest_url_headers: Vec<(String, String)>,
+    pub http_check_frequency: Duration,
+    pub manifest_url_ca_file: Option<PathBuf>,
+    pub container_runtime_endpoint: String,
+    pub runtime_request_timeout: Duration,
+    pub hostname_override: Option<String>,
+    pub node_ip: Option<String>,
+    pub root_dir: PathBuf,
+    pub cgroup_root: String,
+    pub log_format: LogFormat,
+    pub kubeconfig: Option<PathBuf>,
+    pub image_gc: crate::images::policy::GcPolicy,
+    pub serve: ServeSettings,
+}
+
+pub const DEFAULT_ROOT_DIR: &str = "/var/lib/crilet";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config file {path}: {message}")]
+    File { path: String, message: String },
+    #[error("{0}")]
+    ImageGc(#[from] crate::images::policy::PolicyError),
+    #[error("{message}")]
+    Flag { message: String },
+}
+
+/// Parses a config file's text (pure); `origin` names it in errors.
+pub fn parse_config_file(origin: &str, text: &str) -> Result<ConfigFile, ConfigError> {
+    let err = |message: String| ConfigError::File {
+        path: origin.to_string(),
+        message,
+    };
+    let file: ConfigFile = serde_saphyr::from_str(text).map_err(|e| err(e.to_string()))?;
+    if let Some(kind) = &file.kind {
+        if kind != "KubeletConfiguration" {
+            return Err(err(format!(
+                "kind is {kind:?}, expected KubeletConfiguration"
+            )));
+        }
+    }
+    if let Some(v) = &file.api_version {
+        if !v.starts_with("kubelet.config.k8s.io/") {
+            return Err(err(format!(
+                "apiVersion is {v:?}, expected kubelet.config.k8s.io/v1beta1"
+            )));
+        }
+    }
+    Ok(file)
+}
+
+/// A Go-duration field of the config file; an error names the file and the field.
+fn file_duration(
+    origin: &str,
+    field: &str,
+    value: Option<&str>,
+) -> Result<Option<Duration>, ConfigError> {
+    value
+        .map(parse_duration)
+        .transpose()
+        .map_err(|e| ConfigError::File {
+            path: origin.to_string(),
+            message: format!("{field}: {e}"),
+        })
+}
+
+/// Flags over file over defaults (pure, given the parsed file).
+pub fn resolve(args: &RunArgs, file: &ConfigFile, origin: &str) -> Result<Settings, ConfigError> {
+    // The order of the fallible steps fixes which error is reported first.
+    let sources = sources::resolve_sources(args, file, origin)?;
+    let runtime = runtime::resolve_runtime(args, file, origin)?;
+    Ok(Settings {
+        pod_manifest_path: sources.pod_manifest_path,
+        file_check_frequency: sources.file_check_frequency,
+        manifest_url: sources.manifest_url,
+        manifest_url_headers: sources.manifest_url_headers,
+        http_check_frequency: sources.http_check_frequency,
+        manifest_url_ca_file: sources.manifest_url_ca_file,
+        container_runtime_endpoint: runtime.container_runtime_endpoint,
+        runtime_request_timeout: runtime.runtime_request_timeout,
+        hostname_override: args.hostname_override.clone(),
+        node_ip: args.node_ip.clone(),
+        root_dir: args
+            .root_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_ROOT_DIR)),
+        cgroup_root: runtime.cgroup_root,
+        log_format: args
+            .log_format
+            .or(file.logging.as_ref().and_then(|l| l.format))
+            .unwrap_or_default(),
+        kubeconfig: mirror::resolve_kubeconfig(args),
+        image_gc: image_gc::resolve_image_gc(args, file)?,
+        serve: servers::resolve_serve(args, file)?,
+    })
+}
+
+/// Reads the config file named by the flags (if any) and resolves.
+pub fn load(args: &RunArgs) -> Result<Settings, ConfigError> {
+    let Some(path) = &args.config else {
+        return resolve(args, &ConfigFile::default(), "");
+    };
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File {
+        path: origin.clone(),
+        message: e.to_string(),
+    })?;
+    let file = parse_config_file(&origin, &text)?;
+    resolve(args, &file, &origin)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,46 @@
+//! Runtime settings: the CRI endpoint, the deadline of each CRI call and the
+//! cgroup root pods are put under. Invariant: each is flag over file over
+//! default, so each always resolves to a value.
+
+use std::time::Duration;
+
+use super::{ConfigError, ConfigFile, RunArgs, file_duration};
+use crate::cri::DEFAULT_ENDPOINT;
+
+pub const DEFAULT_RUNTIME_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The resolved runtime fields of `Settings`.
+pub(super) struct RuntimeSettings {
+    pub container_runtime_endpoint: String,
+    pub runtime_request_timeout: Duration,
+    pub cgroup_root: String,
+}
+
+/// Flags over file over defaults; a bad `runtimeRequestTimeout` names the file.
+pub(super) fn resolve_runtime(
+    args: &RunArgs,
+    file: &ConfigFile,
+    origin: &str,
+) -> Result<RuntimeSettings, ConfigError> {
+    let request_timeout = file_duration(
+        origin,
+        "runtimeRequestTimeout",
+        file.runtime_request_timeout.as_deref(),
+    )?;
+    Ok(RuntimeSettings {
+        container_runtime_endpoint: args
+            .container_runtime_endpoint
+            .clone()
+            .or_else(|| file.container_runtime_endpoint.clone())
+            .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string()),
+        runtime_request_timeout: args
+            .runtime_request_timeout
+            .or(request_timeout)
+            .unwrap_or(DEFAULT_RUNTIME_REQUEST_TIMEOUT),
+        cgroup_root: args
+            .cgroup_root
+            .clone()
+            .or_else(|| file.cgroup_root.clone())
+            .unwrap_or_else(|| "/".to_string()),
+    })
+}

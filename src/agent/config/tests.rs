@@ -1,0 +1,85 @@
+//! Tests of the shared loader: file parsing, flag/file/default merging
+//! and `load`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::*;
+use crate::cri::DEFAULT_ENDPOINT;
+
+const FILE: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: /etc/kubernetes/manifests\nfileCheckFrequency: 5s\ncontainerRuntimeEndpoint: unix:///run/x.sock\ncgroupRoot: /crilet\nlogging:\n  format: json\nauthentication: {}\n";
+
+#[test]
+fn defaults_without_file_or_flags() {
+    let s = resolve(&RunArgs::default(), &ConfigFile::default(), "").unwrap();
+    assert_eq!(s.pod_manifest_path, None);
+    assert_eq!(s.file_check_frequency, Duration::from_secs(20));
+    assert_eq!(s.container_runtime_endpoint, DEFAULT_ENDPOINT);
+    assert_eq!(s.root_dir, PathBuf::from("/var/lib/crilet"));
+    assert_eq!(s.cgroup_root, "/");
+    assert_eq!(s.log_format, LogFormat::Text);
+}
+
+#[test]
+fn file_fields_apply_and_unknown_fields_are_tolerated() {
+    let f = parse_config_file("k.yaml", FILE).unwrap();
+    let s = resolve(&RunArgs::default(), &f, "k.yaml").unwrap();
+    assert_eq!(
+        s.pod_manifest_path,
+        Some("/etc/kubernetes/manifests".into())
+    );
+    assert_eq!(s.file_check_frequency, Duration::from_secs(5));
+    assert_eq!(s.container_runtime_endpoint, "unix:///run/x.sock");
+    assert_eq!(s.cgroup_root, "/crilet");
+    assert_eq!(s.log_format, LogFormat::Json);
+}
+
+#[test]
+fn flags_override_the_file() {
+    let f = parse_config_file("k.yaml", FILE).unwrap();
+    let args = RunArgs {
+        pod_manifest_path: Some("/srv/pods".into()),
+        file_check_frequency: Some(Duration::from_secs(1)),
+        container_runtime_endpoint: Some("unix:///y.sock".into()),
+        cgroup_root: Some("/other".into()),
+        log_format: Some(LogFormat::Text),
+        ..Default::default()
+    };
+    let s = resolve(&args, &f, "k.yaml").unwrap();
+    assert_eq!(s.pod_manifest_path, Some("/srv/pods".into()));
+    assert_eq!(s.file_check_frequency, Duration::from_secs(1));
+    assert_eq!(s.container_runtime_endpoint, "unix:///y.sock");
+    assert_eq!(s.cgroup_root, "/other");
+    assert_eq!(s.log_format, LogFormat::Text);
+}
+
+#[test]
+fn bad_files_name_the_file_and_the_problem() {
+    let cases = [
+        ("kind: Pod\n", "expected KubeletConfiguration"),
+        ("apiVersion: v1\n", "expected kubelet.config.k8s.io/v1beta1"),
+        ("staticPodPath: [1, 2\n", "k.yaml"),
+    ];
+    for (text, want) in cases {
+        let err = parse_config_file("k.yaml", text).unwrap_err().to_string();
+        assert!(
+            err.contains(want) && err.contains("k.yaml"),
+            "{text:?}: {err}"
+        );
+    }
+    let f = parse_config_file("k.yaml", "fileCheckFrequency: soon\n").unwrap();
+    let err = resolve(&RunArgs::default(), &f, "k.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("fileCheckFrequency"), "{err}");
+}
+
+#[test]
+fn missing_file_is_an_error_naming_it() {
+    let args = RunArgs {
+        config: Some("/no/such/crilet.yaml".into()),
+        ..Default::default()
+    };
+    let err = load(&args).unwrap_err().to_string();
+    assert!(err.contains("/no/such/crilet.yaml"), "{err}");
+}

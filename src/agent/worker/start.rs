@@ -1,0 +1,216 @@
+//! Starting a pod: its directories, the sandbox, image pulls (with the
+//! pull back-off) and each container. Part of the pod worker.
+//!
+//! Invariant: every step acts on the sandbox the sync observed or just
+//! created; failures are returned to the sync, which records and retries.
+
+use super::*;
+
+impl Worker {
+    pub(super) async fn create_sandbox(
+        &mut self,
+        pod: &Pod,
+        attempt: u32,
+    ) -> Result<String, RuntimeError> {
+        let rt = self.ctx.runtime.clone();
+        let config = mapping::sandbox_config(&self.ctx.node, pod, attempt).map_err(refused)?;
+        prepare_dirs(&self.ctx.node, pod).map_err(|e| RuntimeError::Refused {
+            op: "RunPodSandbox",
+            message: e.to_string(),
+        })?;
+        match rt.run_pod_sandbox(&config).await {
+            Ok(id) => Ok(id),
+            Err(e) => {
+                // A failed run can leave a NOTREADY sandbox that holds the
+                // name of this attempt: clear it so the retry can use it.
+                let stale = rt
+                    .list_pod_sandbox(&crate::cri::PodSandboxFilter {
+                        label_selector: crate::cri::Labels::from([(
+                            crate::kuberuntime::labels::POD_UID_LABEL.to_string(),
+                            pod::uid(pod).to_string(),
+                        )]),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap_or_default();
+                for s in stale
+                    .iter()
+                    .filter(|s| s.metadata.attempt == attempt && s.state != PodSandboxState::Ready)
+                {
+                    let _ = rt.stop_pod_sandbox(&s.id).await;
+                    let _ = rt.remove_pod_sandbox(&s.id).await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn start_container(
+        &mut self,
+        pod: &Pod,
+        sandbox: &mut CurrentSandbox,
+        kind: ContainerKind,
+        name: &str,
+        attempt: u32,
+        restart_count: u32,
+        restart: bool,
+    ) -> Result<(), RuntimeError> {
+        let rt = self.ctx.runtime.clone();
+        let spec = pod.spec.clone().unwrap_or_default();
+        let list = match kind {
+            ContainerKind::Init => spec.init_containers.unwrap_or_default(),
+            ContainerKind::App => spec.containers,
+        };
+        let Some(container) = list.into_iter().find(|c| c.name == name) else {
+            return Ok(());
+        };
+        // The same config the sandbox was run with (containerd needs it whole).
+        let sandbox_config =
+            mapping::sandbox_config(&self.ctx.node, pod, sandbox.attempt).map_err(refused)?;
+        let pod_ip = match &sandbox.ip {
+            Some(ip) => ip.clone(),
+            None => {
+                let ip = rt.pod_sandbox_status(&sandbox.id).await?.ip;
+                sandbox.ip = Some(ip.clone());
+                ip
+            }
+        };
+        let now = now_nanos();
+        if let Err((reason, message)) = self.ensure_image(&container, &sandbox_config, now).await {
+            self.waiting.insert(
+                name.to_string(),
+                WaitingReason {
+                    reason,
+                    message: message.clone(),
+                },
+            );
+            return Err(RuntimeError::Refused {
+                op: "PullImage",
+                message,
+            });
+        }
+        let config = mapping::container_config(
+            &self.ctx.node,
+            pod,
+            &container,
+            restart_count,
+            attempt,
+            &pod_ip,
+        )
+        .map_err(|e| {
+            self.waiting.insert(
+                name.to_string(),
+                WaitingReason {
+                    reason: "CreateContainerConfigError".into(),
+                    message: e.to_string(),
+                },
+            );
+            refused(e)
+        })?;
+        if restart {
+            self.backoff.next(name, now);
+        }
+        let id = match rt
+            .create_container(&sandbox.id, &config, &sandbox_config)
+            .await
+        {
+            Ok(id) => id,
+            Err(e) => {
+                self.waiting.insert(
+                    name.to_string(),
+                    WaitingReason {
+                        reason: "CreateContainerError".into(),
+                        message: e.to_string(),
+                    },
+                );
+                return Err(e);
+            }
+        };
+        if let Err(e) = rt.start_container(&id).await {
+            self.waiting.insert(
+                name.to_string(),
+                WaitingReason {
+                    reason: "RunContainerError".into(),
+                    message: e.to_string(),
+                },
+            );
+            return Err(e);
+        }
+        self.waiting.remove(name);
+        Ok(())
+    }
+
+    /// Pulls per the container's policy. Err is (reason, message) for the status.
+    pub(super) async fn ensure_image(
+        &mut self,
+        container: &Container,
+        sandbox: &crate::cri::PodSandboxConfig,
+        now: i64,
+    ) -> Result<(), (String, String)> {
+        let rt = self.ctx.runtime.clone();
+        let image = container.image.clone().unwrap_or_default();
+        let policy = container
+            .image_pull_policy
+            .as_deref()
+            .unwrap_or("IfNotPresent");
+        if policy != "Always" {
+            let present = rt
+                .image_status(&image)
+                .await
+                .map_err(|e| ("ErrImageInspect".to_string(), e.to_string()))?
+                .is_some();
+            if present {
+                return Ok(());
+            }
+            if policy == "Never" {
+                return Err((
+                    "ErrImageNeverPull".into(),
+                    format!("container image {image:?} is not present with pull policy of Never"),
+                ));
+            }
+        }
+        let key = pull_key(&container.name);
+        if let Some((at, last)) = self.pull_failures.get(&container.name) {
+            if self.backoff.blocked_until(&key, *at, now).is_some() {
+                return Err((
+                    "ImagePullBackOff".into(),
+                    format!("Back-off pulling image {image:?}: {last}"),
+                ));
+            }
+        }
+        match rt.pull_image(&image, None, Some(sandbox)).await {
+            Ok(image_ref) => {
+                tracing::info!(image, image_ref, "pulled image");
+                self.pull_failures.remove(&container.name);
+                self.backoff.reset(&key);
+                Ok(())
+            }
+            Err(e) => {
+                self.backoff.next(&key, now);
+                let message = e.to_string();
+                self.pull_failures
+                    .insert(container.name.clone(), (now, message.clone()));
+                Err(("ErrImagePull".into(), message))
+            }
+        }
+    }
+}
+
+pub(super) fn pull_key(container: &str) -> String {
+    format!("pull:{container}")
+}
+
+/// The pod's log directory and emptyDir volumes, made before the sandbox.
+pub(super) fn prepare_dirs(node: &NodeContext, pod: &Pod) -> std::io::Result<()> {
+    std::fs::create_dir_all(mapping::pod_log_dir(node, pod))?;
+    let volumes = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.clone())
+        .unwrap_or_default();
+    for v in volumes.iter().filter(|v| v.empty_dir.is_some()) {
+        std::fs::create_dir_all(mapping::empty_dir_path(node, pod, &v.name))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! Stopping a pod: containers with the grace period, then sandboxes, then
+//! removal of its runtime objects, cgroup, directories and status. Part of
+//! the pod worker.
+//!
+//! Invariant: a pod counts as terminated only once a fresh observation
+//! finds none of its runtime objects left.
+
+use super::*;
+use crate::agent::cgroup::remove_pod_cgroup;
+
+impl Worker {
+    pub(super) async fn terminate(
+        &mut self,
+        uid: &str,
+        full_name: &str,
+        pod: Option<&Pod>,
+    ) -> Result<(), RuntimeError> {
+        let rt = self.ctx.runtime.clone();
+        let obs = observe_pod(rt.as_ref(), uid).await?;
+        let grace = match pod {
+            Some(p) => mapping::termination_grace_period(p),
+            None => obs
+                .labels
+                .values()
+                .find_map(|l| l.termination_grace_period)
+                .unwrap_or(30),
+        };
+        tracing::info!(pod = full_name, uid, grace, "terminating pod");
+        kill_all(rt.clone(), &obs, grace).await?;
+        // Everything is stopped: remove it (containers go with their sandbox).
+        for c in &obs.containers {
+            rt.remove_container(&c.id).await?;
+        }
+        for s in &obs.sandboxes {
+            rt.remove_pod_sandbox(&s.id).await?;
+        }
+        // Containers created after the observation would be missed: look again.
+        let left = observe_pod(rt.as_ref(), uid).await?;
+        if !left.sandboxes.is_empty() || !left.containers.is_empty() {
+            return Err(RuntimeError::Refused {
+                op: "RemovePodSandbox",
+                message: format!("pod {full_name} still has runtime objects; retrying"),
+            });
+        }
+        for parent in mapping::cgroup_parent_candidates(&self.ctx.node, uid) {
+            if let Err(e) = remove_pod_cgroup(&self.ctx.cgroup_fs, &parent) {
+                tracing::warn!(pod = full_name, error = %e, "could not remove the pod cgroup");
+            }
+        }
+        if let Some(p) = pod {
+            remove_dirs(&self.ctx.node, p);
+        }
+        self.ctx
+            .statuses
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+        tracing::info!(pod = full_name, uid, "pod terminated and removed");
+        Ok(())
+    }
+}
+
+/// Stops running containers (in parallel, with the grace period), then
+/// every ready sandbox.
+pub(super) async fn kill_all(
+    rt: Arc<dyn Runtime>,
+    obs: &Observation,
+    grace: i64,
+) -> Result<(), RuntimeError> {
+    let grace = Duration::from_secs(grace.max(0) as u64);
+    let mut set = tokio::task::JoinSet::new();
+    for c in obs
+        .containers
+        .iter()
+        .filter(|c| matches!(c.state, ContainerState::Running | ContainerState::Created))
+    {
+        let rt = rt.clone();
+        let id = c.id.clone();
+        set.spawn(async move { rt.stop_container(&id, grace).await });
+    }
+    let mut first_err = None;
+    while let Some(r) = set.join_next().await {
+        if let Ok(Err(e)) = r {
+            if !e.is_not_found() {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    for s in obs
+        .sandboxes
+        .iter()
+        .filter(|s| s.state == PodSandboxState::Ready)
+    {
+        rt.stop_pod_sandbox(&s.id).await?;
+    }
+    Ok(())
+}
+
+/// Removes the pod's directory under the root dir and its logs.
+pub(super) fn remove_dirs(node: &NodeContext, pod: &Pod) {
+    let pod_dir = node.root_dir.join("pods").join(pod::uid(pod));
+    for dir in [pod_dir, mapping::pod_log_dir(node, pod)] {
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(dir = %dir.display(), error = %e, "could not remove pod directory");
+            }
+        }
+    }
+}
