@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls this):
-#   1. cargo fmt --check, clippy with warnings denied, unit tests;
+#   1. cargo fmt --check, clippy with warnings denied, the layering check,
+#      cargo doc with warnings denied, unit tests;
 #   2. a private containerd (own root, state, socket, bridge, registry on
 #      127.0.0.1:5000) brought up by scripts/containerd-up.sh, installing
 #      containerd, runc, CNI plugins and busybox-static with apt-get if needed;
@@ -23,6 +24,10 @@ say "cargo fmt --check"
 cargo fmt --all -- --check
 say "cargo clippy --all-targets -D warnings"
 cargo clippy --all-targets --quiet -- -D warnings
+say "layering (scripts/check-layers.sh)"
+bash "$ROOT/scripts/check-layers.sh"
+say "cargo doc (warnings denied: broken intra-doc links)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
 say "unit tests"
 cargo test --lib --bins
 
