@@ -123,7 +123,7 @@ async fn the_socket_is_private_and_answers_while_the_runtime_is_dead() {
     assert!(ok, "{err}");
     assert_eq!(
         out.trim(),
-        "NAMESPACE   NAME   UID   MIRROR UID   PHASE   RESTARTS   AGE"
+        "NAMESPACE   NAME   READY   UID   MIRROR UID   PHASE   RESTARTS   AGE"
     );
     // Nothing sampled from a dead runtime: said so, not an empty success.
     let (ok, _, err) = cli(&["summary", "--socket", sock]);

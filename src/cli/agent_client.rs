@@ -206,6 +206,11 @@ pub fn render_pods(pods: &[pb::PodInfo], now_unix_nano: i64) -> String {
             vec![
                 id.namespace,
                 id.name,
+                format!(
+                    "{}/{}",
+                    p.containers.iter().filter(|c| c.ready).count(),
+                    p.containers.len()
+                ),
                 id.static_uid,
                 or_dash(&id.mirror_uid),
                 p.phase.clone(),
@@ -218,6 +223,7 @@ pub fn render_pods(pods: &[pb::PodInfo], now_unix_nano: i64) -> String {
         &[
             "NAMESPACE",
             "NAME",
+            "READY",
             "UID",
             "MIRROR UID",
             "PHASE",
@@ -339,6 +345,13 @@ mod tests {
                 phase: "Running".into(),
                 start_time_unix_nano: 1_000_000_000,
                 restarts: 2,
+                containers: vec![
+                    pb::ContainerInfo {
+                        ready: true,
+                        ..Default::default()
+                    },
+                    pb::ContainerInfo::default(),
+                ],
                 ..Default::default()
             },
             pb::PodInfo {
@@ -351,14 +364,16 @@ mod tests {
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(
             lines[0],
-            "NAMESPACE   NAME     UID                                MIRROR UID                             PHASE     RESTARTS   AGE"
+            "NAMESPACE   NAME     READY   UID                                MIRROR UID                             PHASE     RESTARTS   AGE"
         );
         assert_eq!(
             lines[1],
-            "default     web-n1   0123456789abcdef0123456789abcdef   11111111-2222-3333-4444-555555555555   Running   2          60s"
+            "default     web-n1   1/2     0123456789abcdef0123456789abcdef   11111111-2222-3333-4444-555555555555   Running   2          60s"
         );
         assert!(
-            lines[2].contains("<none>") && lines[2].ends_with("<unknown>"),
+            lines[2].contains("<none>")
+                && lines[2].contains(" 0/0 ")
+                && lines[2].ends_with("<unknown>"),
             "{}",
             lines[2]
         );

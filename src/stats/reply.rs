@@ -162,6 +162,7 @@ fn pod_info(
                 state: state.unwrap_or("waiting").to_owned(),
                 restart_count: st.map_or(0, |s| u32::try_from(s.restart_count).unwrap_or(0)),
                 ready: st.is_some_and(|s| s.ready),
+                started: st.is_some_and(|s| s.started == Some(true)),
             }
         })
         .collect();
@@ -174,6 +175,10 @@ fn pod_info(
             .and_then(|s| s.start_time.as_ref())
             .map_or(0, |t| t.0.as_nanosecond() as i64),
         restarts: containers.iter().map(|c| c.restart_count).sum(),
+        ready: status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+            .is_some_and(|c| c.status == "True"),
         containers,
         pod: Some(identity(&r)),
     }
