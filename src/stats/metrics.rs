@@ -4,6 +4,10 @@
 //! `kubelet_runtime_operations_errors_total` and
 //! `kubelet_runtime_operations_duration_seconds` (by `operation_type`).
 //!
+//! Probes: `prober_probe_total{probe_type,result,container,pod,namespace,pod_uid}`
+//! and `prober_probe_duration_seconds{probe_type,container,pod,namespace}`,
+//! as the kubelet's prober names them.
+//!
 //! Runtime operations are counted as they happen (the CRI adapter reports
 //! each call); the gauges are set from the snapshots at scrape time.
 
@@ -33,6 +37,48 @@ struct ContainerState {
     container_state: String,
 }
 
+/// The labels of `prober_probe_total` (the kubelet's, with `pod_uid`).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProbeResultLabels {
+    probe_type: String,
+    result: String,
+    container: String,
+    pod: String,
+    namespace: String,
+    pod_uid: String,
+}
+
+/// The labels of `prober_probe_duration_seconds`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProbeDurationLabels {
+    probe_type: String,
+    container: String,
+    pod: String,
+    namespace: String,
+}
+
+/// One probe run, as the prober reports it.
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeRun<'a> {
+    /// `Liveness`, `Readiness` or `Startup`.
+    pub probe_type: &'a str,
+    /// `successful`, `failed` or `unknown`.
+    pub result: &'a str,
+    pub container: &'a str,
+    /// The pod's name (the static pod's, as on the mirror pod).
+    pub pod: &'a str,
+    pub namespace: &'a str,
+    pub pod_uid: &'a str,
+    pub elapsed: Duration,
+}
+
+fn probe_duration_histogram() -> Histogram {
+    // Prometheus' default buckets, as the kubelet's prober uses.
+    Histogram::new([
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    ])
+}
+
 fn duration_histogram() -> Histogram {
     // 5 ms to ~20 s, like the kubelet's runtime operation buckets.
     Histogram::new(exponential_buckets(0.005, 2.5, 10))
@@ -51,6 +97,8 @@ pub struct Metrics {
     gc_bytes: Family<Reason, Counter>,
     gc_collections: Counter,
     gc_shortfalls: Counter,
+    probes: Family<ProbeResultLabels, Counter>,
+    probe_durations: Family<ProbeDurationLabels, Histogram, fn() -> Histogram>,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -143,8 +191,25 @@ impl Metrics {
             "Collections that could not bring usage down to the low threshold.",
             gc_shortfalls.clone(),
         );
+        let probes = Family::<ProbeResultLabels, Counter>::default();
+        let probe_durations =
+            Family::<ProbeDurationLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                probe_duration_histogram as fn() -> Histogram,
+            );
+        registry.register(
+            "prober_probe",
+            "Cumulative number of a liveness, readiness or startup probe for a container by result.",
+            probes.clone(),
+        );
+        registry.register(
+            "prober_probe_duration_seconds",
+            "Duration in seconds for a probe response.",
+            probe_durations.clone(),
+        );
         Metrics {
             registry,
+            probes,
+            probe_durations,
             operations,
             errors,
             durations,
@@ -156,6 +221,30 @@ impl Metrics {
             gc_bytes,
             gc_collections,
             gc_shortfalls,
+        }
+    }
+
+    /// Counts one probe run and, unless it errored, its duration.
+    pub fn observe_probe(&self, run: &ProbeRun) {
+        self.probes
+            .get_or_create(&ProbeResultLabels {
+                probe_type: run.probe_type.to_owned(),
+                result: run.result.to_owned(),
+                container: run.container.to_owned(),
+                pod: run.pod.to_owned(),
+                namespace: run.namespace.to_owned(),
+                pod_uid: run.pod_uid.to_owned(),
+            })
+            .inc();
+        if run.result != "unknown" {
+            self.probe_durations
+                .get_or_create(&ProbeDurationLabels {
+                    probe_type: run.probe_type.to_owned(),
+                    container: run.container.to_owned(),
+                    pod: run.pod.to_owned(),
+                    namespace: run.namespace.to_owned(),
+                })
+                .observe(run.elapsed.as_secs_f64());
         }
     }
 
@@ -252,6 +341,38 @@ mod tests {
         ] {
             assert_eq!(operation_type(op), want);
         }
+    }
+
+    #[test]
+    fn probe_runs_render_with_the_prober_names() {
+        let m = Metrics::new();
+        let run = ProbeRun {
+            probe_type: "Readiness",
+            result: "failed",
+            container: "etcd",
+            pod: "etcd-node1",
+            namespace: "kube-system",
+            pod_uid: "u1",
+            elapsed: Duration::from_millis(3),
+        };
+        m.observe_probe(&run);
+        m.observe_probe(&run);
+        m.observe_probe(&ProbeRun {
+            result: "unknown",
+            ..run
+        });
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &m.registry).unwrap();
+        assert!(
+            out.contains("prober_probe_total{probe_type=\"Readiness\",result=\"failed\",container=\"etcd\",pod=\"etcd-node1\",namespace=\"kube-system\",pod_uid=\"u1\"} 2"),
+            "{out}"
+        );
+        assert!(out.contains("result=\"unknown\""), "{out}");
+        // Errored runs have no duration worth keeping.
+        assert!(
+            out.contains("prober_probe_duration_seconds_count{probe_type=\"Readiness\",container=\"etcd\",pod=\"etcd-node1\",namespace=\"kube-system\"} 2"),
+            "{out}"
+        );
     }
 
     #[test]
