@@ -11,7 +11,8 @@ use crate::support::eventually;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
-async fn start(api: &ApiServer) -> AgentProcess {
+/// An agent that mirrors its pods to `api` (a kubeconfig for the node).
+pub async fn start(api: &ApiServer) -> AgentProcess {
     let dir = tempfile::Builder::new()
         .prefix("crilet-kube-")
         .tempdir()
@@ -23,7 +24,8 @@ async fn start(api: &ApiServer) -> AgentProcess {
     AgentProcess::start_with(&["--kubeconfig".to_string(), path])
 }
 
-async fn mirror_of(
+/// Waits for the mirror pod of static pod `name` that passes `check`.
+pub async fn mirror_of(
     api: &ApiServer,
     agent: &AgentProcess,
     name: &str,

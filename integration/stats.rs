@@ -4,7 +4,6 @@
 //! within the value bounds of the kubelet's own Summary API node test;
 //! metrics, `/pods`, the watch stream and the CLI.
 
-use std::io::{Read, Write};
 use std::time::Duration;
 
 use crilet::api::stats::v1 as pb;
@@ -13,7 +12,7 @@ use serde_json::Value;
 
 use crate::agent::*;
 use crate::apiserver::ApiServer;
-use crate::support::eventually;
+use crate::support::{eventually, http_get};
 
 const MB: u64 = 1_000_000;
 const KB: u64 = 1_000;
@@ -25,26 +24,6 @@ fn stats_pod() -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: stats\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: spin\n    image: docker.io/library/busybox:latest\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", \"while :; do :; done\"]\n{limits}  - name: idle\n    image: docker.io/library/busybox:latest\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", \"head -c 4096 /dev/zero > /written; while :; do echo hello from idle; sleep 1; done\"]\n{limits}"
     )
-}
-
-fn http_get(port: u16, path: &str) -> (u16, String) {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .unwrap_or("0")
-        .parse()
-        .unwrap();
-    (code, body.to_string())
 }
 
 fn by_uid(uid: &str) -> Option<pb::PodRef> {

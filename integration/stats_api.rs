@@ -18,7 +18,7 @@ use rcgen::{
 };
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
-use crate::support::eventually;
+use crate::support::{cli, eventually, free_port};
 
 /// `crilet run` against a runtime socket that does not exist.
 struct DeadRuntimeAgent {
@@ -85,26 +85,6 @@ impl Drop for DeadRuntimeAgent {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn cli(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_crilet"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[tokio::test]
