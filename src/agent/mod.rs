@@ -14,6 +14,7 @@ pub mod config;
 pub mod container_gc;
 pub mod node;
 pub mod observe;
+pub mod prober;
 pub mod worker;
 
 use std::collections::{BTreeMap, HashMap};

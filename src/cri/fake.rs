@@ -27,6 +27,8 @@ struct State {
     calls: Vec<Call>,
     failures: HashMap<&'static str, VecDeque<tonic::Status>>,
     sandbox_image: Option<String>,
+    exec_results: VecDeque<ExecSyncResult>,
+    exec_timeouts: Vec<Duration>,
 }
 
 #[derive(Debug, Clone)]
@@ -85,6 +87,17 @@ impl FakeRuntime {
     pub fn fail_next(&self, op: &'static str, status: tonic::Status) {
         let mut s = self.state.lock().unwrap();
         s.failures.entry(op).or_default().push_back(status);
+    }
+
+    /// The next ExecSync on a running container answers `result` instead of
+    /// echoing its command (queued, in order).
+    pub fn push_exec_result(&self, result: ExecSyncResult) {
+        self.state.lock().unwrap().exec_results.push_back(result);
+    }
+
+    /// The timeouts ExecSync was called with, in order.
+    pub fn exec_timeouts(&self) -> Vec<Duration> {
+        self.state.lock().unwrap().exec_timeouts.clone()
     }
 
     /// Marks a running container as exited with `code`.
@@ -423,15 +436,19 @@ impl Runtime for FakeRuntime {
         &self,
         id: &str,
         cmd: &[String],
-        _timeout: Duration,
+        timeout: Duration,
     ) -> Result<ExecSyncResult> {
-        let s = self.enter("ExecSync", id)?;
+        let mut s = self.enter("ExecSync", id)?;
+        s.exec_timeouts.push(timeout);
         match s.containers.get(id) {
-            Some(c) if c.state == ContainerState::Running => Ok(ExecSyncResult {
-                stdout: cmd.join(" ").into_bytes(),
-                stderr: vec![],
-                exit_code: 0,
-            }),
+            Some(c) if c.state == ContainerState::Running => Ok(s
+                .exec_results
+                .pop_front()
+                .unwrap_or_else(|| ExecSyncResult {
+                    stdout: cmd.join(" ").into_bytes(),
+                    stderr: vec![],
+                    exit_code: 0,
+                })),
             Some(_) => Err(RuntimeError::Rpc {
                 endpoint: "fake://".into(),
                 op: "ExecSync",

@@ -81,3 +81,32 @@ async fn images_resolve_by_tag_or_id_and_remove_all_tags() {
     assert!(rt.image_status(&id).await.unwrap().is_none());
     assert!(rt.list_images().await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn exec_answers_scripted_results_then_echoes_and_records_timeouts() {
+    let rt = FakeRuntime::new();
+    rt.add_image("busybox:latest", 1);
+    let sb = sandbox("exec");
+    let id = rt.run_pod_sandbox(&sb).await.unwrap();
+    let cfg = ContainerConfig {
+        image: "busybox:latest".into(),
+        ..Default::default()
+    };
+    let cid = rt.create_container(&id, &cfg, &sb).await.unwrap();
+    rt.start_container(&cid).await.unwrap();
+    let scripted = ExecSyncResult {
+        stdout: b"out".to_vec(),
+        stderr: b"err".to_vec(),
+        exit_code: 3,
+    };
+    rt.push_exec_result(scripted.clone());
+    let cmd = ["true".to_string()];
+    let first = rt.exec_sync(&cid, &cmd, Duration::from_secs(1)).await;
+    assert_eq!(first.unwrap(), scripted);
+    let second = rt.exec_sync(&cid, &cmd, Duration::from_secs(2)).await;
+    assert_eq!(second.unwrap().stdout, b"true");
+    assert_eq!(
+        rt.exec_timeouts(),
+        [Duration::from_secs(1), Duration::from_secs(2)]
+    );
+}
