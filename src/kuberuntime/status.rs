@@ -7,9 +7,14 @@
 //! Every timestamp produced is truncated to whole seconds, the precision the
 //! API server stores, so a status compares equal to its round trip.
 //!
-//! Not supported yet: probes (a container is ready exactly when it runs),
-//! restartable init containers (sidecars are treated as ordinary init
-//! containers) and pod-level resources in the QoS class.
+//! Probes arrive as their latest results ([`StatusInput::probes`], kept by
+//! the prober's driver); `started` and `ready` follow the kubelet's rule in
+//! [`container_readiness`]. A container without probes is started and ready
+//! exactly when it runs.
+//!
+//! Not supported yet: restartable init containers (sidecars are treated as
+//! ordinary init containers, ready once they exited 0), readiness gates, and
+//! pod-level resources in the QoS class.
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
@@ -25,6 +30,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::labels::{CONTAINER_RESTART_COUNT_ANNOTATION, ContainerLabels};
 use super::mapping::qos_class;
 use super::plan::RestartPolicy;
+use super::prober::{ContainerProbeResults, container_readiness};
 use crate::cri::types::{ContainerState, ContainerStatus};
 
 pub const PENDING: &str = "Pending";
@@ -61,6 +67,9 @@ pub struct StatusInput<'a> {
     pub containers: &'a [ContainerStatus],
     /// Why a container that is not running is not, by container name.
     pub waiting: &'a HashMap<String, WaitingReason>,
+    /// The latest readiness and startup probe results, by container name.
+    /// A container without an entry has no probes (empty map: no probes).
+    pub probes: &'a HashMap<String, ContainerProbeResults>,
     /// When the worker first saw the pod.
     pub start_time: Timestamp,
     /// Container IDs are reported as `<runtime_name>://<id>`.
@@ -107,8 +116,10 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
 
 /// The status of one spec container. The current container is the newest
 /// runtime container of that name (highest attempt, then newest); the one
-/// before it supplies lastState. `ready` is simply "running": probes are not
-/// supported yet.
+/// before it supplies lastState. `started` and `ready` come from the probe
+/// results ([`container_readiness`]), except that an init container is
+/// ready once it terminated with exit code 0 (the kubelet's rule for
+/// non-restartable init containers).
 fn container_status(
     input: &StatusInput,
     spec: &Container,
@@ -156,14 +167,21 @@ fn container_status(
     }
 
     let running = state.running.is_some();
+    let current_id = current.map(|c| c.id.as_str()).unwrap_or_default();
+    let probed = container_readiness(running, current_id, input.probes.get(&spec.name));
+    let ready = if is_init {
+        state.terminated.as_ref().is_some_and(|t| t.exit_code == 0)
+    } else {
+        probed.ready
+    };
     K8sContainerStatus {
         name: spec.name.clone(),
         image: spec.image.clone().unwrap_or_default(),
         image_id: current.map(|c| c.image_ref.clone()).unwrap_or_default(),
         container_id: current.map(cid),
         restart_count: current.map_or(0, restart_count),
-        ready: running,
-        started: Some(running),
+        ready,
+        started: Some(probed.started),
         state: Some(state),
         last_state,
         ..K8sContainerStatus::default()
@@ -386,9 +404,11 @@ pub fn pod_phase(
 ///   none), or an app container has already run (init containers rerunning
 ///   in a new sandbox do not un-initialize a pod); reason PodCompleted in
 ///   phase Succeeded, else ContainersNotInitialized when False.
-/// - Ready and ContainersReady: every app container is ready (= running);
-///   reason PodCompleted (False) in phase Succeeded or Failed, else
-///   ContainersNotReady with "containers with unready status: [a b]".
+/// - Ready and ContainersReady: every app container is ready (running and,
+///   per its probes, started and ready); reason PodCompleted (False) in
+///   phase Succeeded or Failed, else ContainersNotReady with "containers
+///   with unready status: [a b]" (spec order); Ready mirrors ContainersReady
+///   (no readiness gates).
 /// - PodScheduled: always True (a static pod is bound to this node).
 fn conditions(
     input: &StatusInput,

@@ -95,6 +95,7 @@ struct Case<'a> {
     pod: Pod,
     containers: Vec<ContainerStatus>,
     waiting: HashMap<String, WaitingReason>,
+    probes: HashMap<String, ContainerProbeResults>,
     sandbox_ready: bool,
     pod_ip: &'a str,
     previous: Option<PodStatus>,
@@ -107,6 +108,7 @@ impl<'a> Case<'a> {
             pod,
             containers,
             waiting: HashMap::new(),
+            probes: HashMap::new(),
             sandbox_ready: true,
             pod_ip: "10.0.0.7",
             previous: None,
@@ -131,6 +133,7 @@ impl<'a> Case<'a> {
             host_ip: "192.168.1.5",
             containers: &self.containers,
             waiting: &self.waiting,
+            probes: &self.probes,
             start_time: Timestamp::from_nanosecond(50 * i128::from(S) + 123).unwrap(),
             runtime_name: "containerd",
             previous: self.previous.as_ref(),
@@ -877,6 +880,172 @@ fn qos_classes() {
     }
 }
 
+// ---- probes
+
+use crate::kuberuntime::prober::{ProbeReading, ProbeResult};
+
+fn reading(id: &str, result: ProbeResult) -> Option<ProbeReading> {
+    Some(ProbeReading {
+        container_id: Some(id.into()),
+        result,
+    })
+}
+
+fn probes(readiness: Option<ProbeReading>, startup: Option<ProbeReading>) -> ContainerProbeResults {
+    ContainerProbeResults { readiness, startup }
+}
+
+#[test]
+fn ready_and_started_follow_probe_results() {
+    use ProbeResult::{Failure, Success, Unknown};
+    // Container "a", attempt 0, has the runtime ID "a0".
+    // (what, state, probes of "a", started, ready)
+    let rows: Vec<(
+        &str,
+        ContainerState,
+        Option<ContainerProbeResults>,
+        bool,
+        bool,
+    )> = vec![
+        ("no probes, running", Running, None, true, true),
+        ("no probes, exited", Exited, None, false, false),
+        (
+            "readiness Failure",
+            Running,
+            Some(probes(reading("a0", Failure), None)),
+            true,
+            false,
+        ),
+        (
+            "readiness Success",
+            Running,
+            Some(probes(reading("a0", Success), None)),
+            true,
+            true,
+        ),
+        (
+            "readiness Success of the previous instance",
+            Running,
+            Some(probes(reading("old", Success), None)),
+            true,
+            false,
+        ),
+        (
+            "startup pending",
+            Running,
+            Some(probes(None, reading("a0", Unknown))),
+            false,
+            false,
+        ),
+        (
+            "startup pending, readiness Success",
+            Running,
+            Some(probes(reading("a0", Success), reading("a0", Unknown))),
+            false,
+            false,
+        ),
+        (
+            "startup Success, readiness Failure",
+            Running,
+            Some(probes(reading("a0", Failure), reading("a0", Success))),
+            true,
+            false,
+        ),
+        (
+            "startup and readiness Success",
+            Running,
+            Some(probes(reading("a0", Success), reading("a0", Success))),
+            true,
+            true,
+        ),
+        (
+            "both Success but not running",
+            Exited,
+            Some(probes(reading("a0", Success), reading("a0", Success))),
+            false,
+            false,
+        ),
+    ];
+    for (what, state, results, started, ready) in rows {
+        let mut case = Case::new(pod("Always", &[], &["a"]), vec![rc("a", 0, state, 1)]);
+        if let Some(results) = results {
+            case.probes.insert("a".into(), results);
+        }
+        let s = case.run();
+        let a = app(&s, "a");
+        assert_eq!((a.started, a.ready), (Some(started), ready), "{what}");
+        let want = if ready { "True" } else { "False" };
+        assert_eq!(condition(&s, CONTAINERS_READY).status, want, "{what}");
+        assert_eq!(condition(&s, READY).status, want, "{what}");
+    }
+}
+
+#[test]
+fn unready_containers_are_listed_in_spec_order() {
+    use ProbeResult::{Failure, Success, Unknown};
+    let containers = vec![
+        rc("c", 0, Running, 0),
+        rc("a", 0, Running, 0),
+        rc("b", 0, Running, 0),
+    ];
+    let mut case = Case::new(pod("Always", &[], &["c", "a", "b"]), containers);
+    case.probes
+        .insert("a".into(), probes(reading("a0", Failure), None));
+    case.probes
+        .insert("c".into(), probes(None, reading("c0", Unknown)));
+    case.probes
+        .insert("b".into(), probes(reading("b0", Success), None));
+    let s = case.run();
+    let message = Some("containers with unready status: [c a]");
+    assert_eq!(
+        summary(&s)[2..4],
+        [
+            row(READY, "False", Some("ContainersNotReady"), message),
+            row(
+                CONTAINERS_READY,
+                "False",
+                Some("ContainersNotReady"),
+                message
+            ),
+        ]
+    );
+    assert_eq!(s.phase.as_deref(), Some(RUNNING));
+
+    // Everything passes: both conditions True, no reason.
+    case.probes
+        .insert("a".into(), probes(reading("a0", Success), None));
+    case.probes
+        .insert("c".into(), probes(None, reading("c0", Success)));
+    let s = case.run();
+    assert_eq!(
+        summary(&s)[2..4],
+        [
+            row(READY, "True", None, None),
+            row(CONTAINERS_READY, "True", None, None),
+        ]
+    );
+}
+
+#[test]
+fn init_containers_are_ready_once_they_exited_zero() {
+    // (state, exit code, started, ready)
+    let rows = [
+        (Running, 0, true, false),
+        (Exited, 0, false, true),
+        (Exited, 1, false, false),
+        (Created, 0, false, false),
+    ];
+    for (state, code, started, ready) in rows {
+        let s = Case::new(pod("Never", &["i"], &["a"]), vec![rc("i", 0, state, code)]).run();
+        let i = init(&s, "i");
+        assert_eq!(
+            (i.started, i.ready),
+            (Some(started), ready),
+            "{state:?} {code}"
+        );
+    }
+}
+
 // ---- properties
 
 fn any_state() -> impl Strategy<Value = ContainerState> {
@@ -922,7 +1091,8 @@ proptest! {
             .into_iter()
             .map(|(n, r)| (names[n].to_string(), WaitingReason { reason: r.clone(), message: r }))
             .collect();
-        let mut case = Case { pod: p, containers, waiting, sandbox_ready, pod_ip: ip, previous: None, now };
+        let probes = HashMap::new();
+        let mut case = Case { pod: p, containers, waiting, probes, sandbox_ready, pod_ip: ip, previous: None, now };
         if with_previous {
             case.previous = Some(case.run());
         }
@@ -936,11 +1106,16 @@ proptest! {
         let kinds: Vec<&str> = s.conditions.iter().flatten().map(|c| c.type_.as_str()).collect();
         prop_assert_eq!(kinds, vec![POD_READY_TO_START_CONTAINERS, INITIALIZED, READY, CONTAINERS_READY, POD_SCHEDULED]);
         prop_assert!([PENDING, RUNNING, SUCCEEDED, FAILED].contains(&s.phase.as_deref().unwrap()));
-        for c in s.init_container_statuses.iter().flatten().chain(s.container_statuses.iter().flatten()) {
+        let inits = s.init_container_statuses.iter().flatten().map(|c| (c, true));
+        for (c, is_init) in inits.chain(s.container_statuses.iter().flatten().map(|c| (c, false))) {
             let st = c.state.as_ref().unwrap();
             let set = [st.running.is_some(), st.terminated.is_some(), st.waiting.is_some()];
             prop_assert_eq!(set.iter().filter(|b| **b).count(), 1);
-            prop_assert_eq!(c.ready, st.running.is_some());
+            // Without probes: an app container is ready and started when it
+            // runs; an init container is ready once it exited 0.
+            let exited_0 = st.terminated.as_ref().is_some_and(|t| t.exit_code == 0);
+            prop_assert_eq!(c.ready, if is_init { exited_0 } else { st.running.is_some() });
+            prop_assert_eq!(c.started, Some(st.running.is_some()));
             prop_assert!(c.restart_count >= 0);
         }
         prop_assert!(serde_json::to_string(&s).is_ok());

@@ -11,7 +11,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, EmptyDirVolumeSource, Pod, PodSecurityContext, Toleration, Volume,
+    Container, EmptyDirVolumeSource, HTTPGetAction, LifecycleHandler, Pod, PodSecurityContext,
+    Probe, Toleration, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use md5::{Digest, Md5};
@@ -38,18 +39,24 @@ impl PodSource<'_> {
     }
 }
 
-const DEFAULT_TERMINATION_GRACE_SECONDS: i64 = 30;
+pub const DEFAULT_TERMINATION_GRACE_SECONDS: i64 = 30;
 const TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
 
 /// Fills in what the API server's defaulting would, for the fields the agent
-/// relies on. Only absent values are filled, so applying it twice is the same
-/// as applying it once. A pod without a spec is left alone (validation
+/// relies on. Only absent values are filled (and, in probes, zeros; see
+/// below), so applying it twice is the same as applying it once. A pod without a spec is left alone (validation
 /// refuses it).
 ///
 /// Beyond the pod-level and per-container defaults, two more API-server
 /// defaults are applied because later stages depend on them: resource requests
 /// default to the limits (they decide the QoS class and cgroup sizes), and in
 /// a hostNetwork pod an unset hostPort defaults to the containerPort.
+///
+/// Probes and lifecycle handlers get `SetDefaults_Probe` and
+/// `SetDefaults_HTTPGetAction` (see [`default_probe`]). There, and only
+/// there, an explicit zero or empty string counts as absent: those Go fields
+/// are plain values, not pointers, so the API server cannot tell `0` from
+/// "not given" and defaults both. `initialDelaySeconds` has no default.
 pub fn apply_api_defaults(pod: &mut Pod) {
     let Some(spec) = pod.spec.as_mut() else {
         return;
@@ -90,6 +97,20 @@ fn default_container(c: &mut Container, host_network: bool) {
             port.host_port = Some(port.container_port);
         }
     }
+    let probes = [
+        &mut c.liveness_probe,
+        &mut c.readiness_probe,
+        &mut c.startup_probe,
+    ];
+    for probe in probes.into_iter().flatten() {
+        default_probe(probe);
+    }
+    if let Some(lifecycle) = c.lifecycle.as_mut() {
+        let hooks = [&mut lifecycle.post_start, &mut lifecycle.pre_stop];
+        for hook in hooks.into_iter().flatten() {
+            default_lifecycle_handler(hook);
+        }
+    }
     if let Some(resources) = c.resources.as_mut() {
         if let Some(limits) = &resources.limits {
             let requests = resources.requests.get_or_insert_with(BTreeMap::new);
@@ -99,6 +120,56 @@ fn default_container(c: &mut Container, host_network: bool) {
                     .or_insert_with(|| quantity.clone());
             }
         }
+    }
+}
+
+pub const DEFAULT_PROBE_PERIOD_SECONDS: i32 = 10;
+pub const DEFAULT_PROBE_TIMEOUT_SECONDS: i32 = 1;
+pub const DEFAULT_PROBE_SUCCESS_THRESHOLD: i32 = 1;
+pub const DEFAULT_PROBE_FAILURE_THRESHOLD: i32 = 3;
+pub const DEFAULT_HTTP_GET_PATH: &str = "/";
+pub const DEFAULT_HTTP_GET_SCHEME: &str = "HTTP";
+
+/// The API server's `SetDefaults_Probe`: periodSeconds 10, timeoutSeconds 1,
+/// successThreshold 1, failureThreshold 3, each when absent or 0; then the
+/// httpGet defaults. initialDelaySeconds stays absent (0 is its meaning).
+pub fn default_probe(probe: &mut Probe) {
+    let fields = [
+        (&mut probe.period_seconds, DEFAULT_PROBE_PERIOD_SECONDS),
+        (&mut probe.timeout_seconds, DEFAULT_PROBE_TIMEOUT_SECONDS),
+        (
+            &mut probe.success_threshold,
+            DEFAULT_PROBE_SUCCESS_THRESHOLD,
+        ),
+        (
+            &mut probe.failure_threshold,
+            DEFAULT_PROBE_FAILURE_THRESHOLD,
+        ),
+    ];
+    for (field, default) in fields {
+        if field.unwrap_or(0) == 0 {
+            *field = Some(default);
+        }
+    }
+    if let Some(http) = probe.http_get.as_mut() {
+        default_http_get(http);
+    }
+}
+
+/// The httpGet defaults also apply to postStart and preStop handlers.
+fn default_lifecycle_handler(handler: &mut LifecycleHandler) {
+    if let Some(http) = handler.http_get.as_mut() {
+        default_http_get(http);
+    }
+}
+
+/// `SetDefaults_HTTPGetAction`: path "/" and scheme "HTTP" when absent or empty.
+fn default_http_get(http: &mut HTTPGetAction) {
+    if http.path.as_deref().unwrap_or_default().is_empty() {
+        http.path = Some(DEFAULT_HTTP_GET_PATH.into());
+    }
+    if http.scheme.as_deref().unwrap_or_default().is_empty() {
+        http.scheme = Some(DEFAULT_HTTP_GET_SCHEME.into());
     }
 }
 

@@ -505,6 +505,167 @@ fn content_equality_ignores_only_seen() {
     assert!(!pod_content_equal(&a, &label));
 }
 
+/// etcd's container as kubeadm writes it: every defaultable probe field
+/// omitted, an init container with a probe-less spec, hooks without path.
+const KUBEADM_PROBES: &str = "\
+apiVersion: v1
+kind: Pod
+metadata: {name: etcd, namespace: kube-system}
+spec:
+  hostNetwork: true
+  initContainers:
+  - name: init
+    image: busybox
+    restartPolicy: Always
+    readinessProbe:
+      tcpSocket: {port: 2381}
+  containers:
+  - name: etcd
+    image: registry.k8s.io/etcd:3.5.15-0
+    livenessProbe:
+      httpGet: {host: 127.0.0.1, path: /livez, port: 2381, scheme: HTTP}
+      initialDelaySeconds: 10
+      timeoutSeconds: 15
+      failureThreshold: 8
+    readinessProbe:
+      httpGet: {host: 127.0.0.1, port: 2381}
+      periodSeconds: 1
+    startupProbe:
+      exec: {command: [etcdctl, endpoint, health]}
+      failureThreshold: 24
+    lifecycle:
+      postStart:
+        httpGet: {port: 2381}
+      preStop:
+        exec: {command: [sh, -c, sleep 1]}
+";
+
+fn probes(pod: &Pod) -> Vec<Probe> {
+    let spec = pod.spec.as_ref().unwrap();
+    let init = spec.init_containers.iter().flatten();
+    init.chain(&spec.containers)
+        .flat_map(|c| [&c.liveness_probe, &c.readiness_probe, &c.startup_probe])
+        .flatten()
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn probe_defaults_fill_omitted_fields() {
+    let mut pod = parse_pod(PATH, KUBEADM_PROBES.as_bytes()).unwrap();
+    apply_api_defaults(&mut pod);
+    // (period, timeout, success, failure, initialDelay) per probe, init first.
+    let got: Vec<_> = probes(&pod)
+        .iter()
+        .map(|p| {
+            (
+                p.period_seconds,
+                p.timeout_seconds,
+                p.success_threshold,
+                p.failure_threshold,
+                p.initial_delay_seconds,
+            )
+        })
+        .collect();
+    let want = vec![
+        (Some(10), Some(1), Some(1), Some(3), None), // init readiness
+        (Some(10), Some(15), Some(1), Some(8), Some(10)), // liveness
+        (Some(1), Some(1), Some(1), Some(3), None),  // readiness
+        (Some(10), Some(1), Some(1), Some(24), None), // startup
+    ];
+    assert_eq!(got, want);
+    let etcd = &pod.spec.as_ref().unwrap().containers[0];
+    let http = |p: &Option<Probe>| {
+        let h = p.as_ref().unwrap().http_get.clone().unwrap();
+        (h.path, h.scheme)
+    };
+    let path_scheme = |path: &str| (Some(path.to_string()), Some("HTTP".to_string()));
+    assert_eq!(http(&etcd.liveness_probe), path_scheme("/livez"));
+    assert_eq!(http(&etcd.readiness_probe), path_scheme("/"));
+    let lifecycle = etcd.lifecycle.as_ref().unwrap();
+    let post_start = lifecycle
+        .post_start
+        .as_ref()
+        .unwrap()
+        .http_get
+        .clone()
+        .unwrap();
+    assert_eq!((post_start.path, post_start.scheme), path_scheme("/"));
+    assert_eq!(lifecycle.pre_stop.as_ref().unwrap().http_get, None);
+}
+
+#[test]
+fn probe_defaults_treat_zero_and_empty_as_absent() {
+    // The API server's fields are plain ints and strings: 0 and "" are unset.
+    let zeros = KUBEADM_PROBES
+        .replace("periodSeconds: 1", "periodSeconds: 0")
+        .replace("failureThreshold: 8", "failureThreshold: 0")
+        .replace("path: /livez, ", "path: '', ")
+        .replace("scheme: HTTP", "scheme: ''");
+    let mut pod = parse_pod(PATH, zeros.as_bytes()).unwrap();
+    apply_api_defaults(&mut pod);
+    let etcd = &pod.spec.as_ref().unwrap().containers[0];
+    let live = etcd.liveness_probe.as_ref().unwrap();
+    assert_eq!(live.failure_threshold, Some(3));
+    let http = live.http_get.as_ref().unwrap();
+    assert_eq!(http.path.as_deref(), Some("/"));
+    assert_eq!(http.scheme.as_deref(), Some("HTTP"));
+    let ready = etcd.readiness_probe.as_ref().unwrap();
+    assert_eq!(ready.period_seconds, Some(10));
+    // An explicit initialDelaySeconds: 0 is kept as written (no default).
+    let explicit = KUBEADM_PROBES.replace("initialDelaySeconds: 10", "initialDelaySeconds: 0");
+    let mut pod = parse_pod(PATH, explicit.as_bytes()).unwrap();
+    apply_api_defaults(&mut pod);
+    assert_eq!(probes(&pod)[1].initial_delay_seconds, Some(0));
+}
+
+#[test]
+fn probe_defaults_are_idempotent_and_keep_given_values() {
+    let mut once = parse_pod(PATH, KUBEADM_PROBES.as_bytes()).unwrap();
+    apply_api_defaults(&mut once);
+    let mut twice = once.clone();
+    apply_api_defaults(&mut twice);
+    assert_eq!(once, twice);
+    let mut https = once.clone();
+    let c = &mut https.spec.as_mut().unwrap().containers[0];
+    let h = c
+        .liveness_probe
+        .as_mut()
+        .unwrap()
+        .http_get
+        .as_mut()
+        .unwrap();
+    h.scheme = Some("HTTPS".into());
+    let before = https.clone();
+    apply_api_defaults(&mut https);
+    assert_eq!(https, before);
+}
+
+/// The kubelet hashes the decoded, defaulted pod: a manifest that spells out
+/// the probe defaults is the same pod as one that omits them.
+#[test]
+fn uid_is_the_same_for_omitted_and_spelled_out_probe_defaults() {
+    let uid = |text: &str| {
+        let mut pod = parse_pod(PATH, text.as_bytes()).unwrap();
+        apply_static_defaults(&mut pod, NODE, &PodSource::File(PATH), seen());
+        pod.metadata.uid.unwrap()
+    };
+    let spelled = KUBEADM_PROBES.replace(
+        "periodSeconds: 1",
+        "periodSeconds: 1\n      timeoutSeconds: 1\n      successThreshold: 1\n      \
+         failureThreshold: 3",
+    );
+    let zero = KUBEADM_PROBES.replace(
+        "periodSeconds: 1",
+        "periodSeconds: 1\n      timeoutSeconds: 0",
+    );
+    assert_ne!(spelled, KUBEADM_PROBES);
+    assert_eq!(uid(&spelled), uid(KUBEADM_PROBES));
+    assert_eq!(uid(&zero), uid(KUBEADM_PROBES));
+    let edited = KUBEADM_PROBES.replace("periodSeconds: 1", "periodSeconds: 2");
+    assert_ne!(uid(&edited), uid(KUBEADM_PROBES));
+}
+
 fn arb_pod() -> impl Strategy<Value = Pod> {
     (
         "[a-z]{1,8}",

@@ -8,6 +8,7 @@
 pub mod defaults;
 pub mod manager;
 pub mod model;
+mod probe_validation;
 pub mod view;
 
 pub use k8s_openapi::api::core::v1::Pod;

@@ -12,6 +12,8 @@ use std::fmt::Display;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use serde_json::Value;
 
+use super::probe_validation::{HookContext, validate_probes_and_hooks};
+
 /// Largest manifest accepted, in bytes (1 MiB). Anything larger is refused
 /// before parsing so a stray log file in the manifest directory cannot make us
 /// build a huge document in memory.
@@ -314,31 +316,41 @@ pub fn validate_pod(origin: &str, pod: &Pod) -> Result<(), ManifestError> {
     let volumes =
         validate_volumes(spec).map_err(|(f, m)| ManifestError::new(origin, Some(f), m))?;
     let host_network = spec.host_network == Some(true);
+    // Validated before defaulting: an absent grace period is the default 30.
+    let pod_grace_seconds = spec
+        .termination_grace_period_seconds
+        .unwrap_or(super::defaults::DEFAULT_TERMINATION_GRACE_SECONDS);
     let mut names = HashSet::new();
     // Init containers first: they run first, so a clash is reported on the
     // regular container that repeats an init container's name.
-    for (path, container) in all_containers(spec) {
+    for (path, container, is_init) in all_containers(spec) {
         if !names.insert(container.name.as_str()) {
             return fail(
                 format!("{path}.name"),
                 format!("duplicate container name {:?}", container.name),
             );
         }
-        validate_container(&path, container, &volumes, host_network)
+        let hooks = HookContext {
+            is_init,
+            pod_grace_seconds,
+        };
+        validate_container(&path, container, &volumes, host_network, hooks)
             .map_err(|(f, m)| ManifestError::new(origin, Some(f), m))?;
     }
     Ok(())
 }
 
-/// Init containers then containers, each with its field path.
-fn all_containers(spec: &PodSpec) -> impl Iterator<Item = (String, &Container)> {
+/// Init containers then containers, each with its field path and whether it
+/// is an init container.
+fn all_containers(spec: &PodSpec) -> impl Iterator<Item = (String, &Container, bool)> {
     let init = spec.init_containers.iter().flatten().enumerate();
-    let init = init.map(|(i, c)| (format!("spec.initContainers[{i}]"), c));
+    let init = init.map(|(i, c)| (format!("spec.initContainers[{i}]"), c, true));
     let regular = spec.containers.iter().enumerate();
-    init.chain(regular.map(|(i, c)| (format!("spec.containers[{i}]"), c)))
+    init.chain(regular.map(|(i, c)| (format!("spec.containers[{i}]"), c, false)))
 }
 
-type Invalid = (String, String);
+/// A refusal: the field path and what is wrong with it.
+pub(super) type Invalid = (String, String);
 
 /// Returns the declared volume names once they are known to be valid and unique.
 fn validate_volumes(spec: &PodSpec) -> Result<HashSet<&str>, Invalid> {
@@ -363,6 +375,7 @@ fn validate_container(
     c: &Container,
     volumes: &HashSet<&str>,
     host_network: bool,
+    hooks: HookContext,
 ) -> Result<(), Invalid> {
     if c.name.is_empty() {
         return Err((format!("{path}.name"), "is required".into()));
@@ -438,7 +451,7 @@ fn validate_container(
             ));
         }
     }
-    Ok(())
+    validate_probes_and_hooks(path, c, hooks)
 }
 
 fn is_lower_alnum(b: u8) -> bool {
@@ -476,7 +489,7 @@ fn dns1123_subdomain_problem(s: &str) -> Option<String> {
 
 /// IANA service name, the API server's rule for port names: 1..=15 of
 /// `[a-z0-9-]`, at least one letter, no leading, trailing or doubled '-'.
-fn iana_svc_name_problem(s: &str) -> Option<String> {
+pub(super) fn iana_svc_name_problem(s: &str) -> Option<String> {
     let b = s.as_bytes();
     let ok = b.len() <= 15
         && b.iter().all(|&c| is_lower_alnum(c) || c == b'-')

@@ -356,6 +356,8 @@ impl Worker {
             host_ip: &self.ctx.node.host_ip,
             containers: &obs.containers,
             waiting: &self.waiting,
+            // Filled in by the prober's driver (issue 12); none yet.
+            probes: &HashMap::new(),
             start_time: start,
             runtime_name: &self.ctx.runtime_name,
             previous: self.previous.as_ref(),

@@ -7,7 +7,9 @@ use super::*;
 
 /// The kubelet's `$(VAR)` expansion: a defined variable is replaced, `$$`
 /// is a literal `$` (so `$$(VAR)` gives `$(VAR)`), anything else is kept.
-pub(super) fn expand(input: &str, vars: &[(String, String)]) -> String {
+/// When a name repeats in `vars`, the last entry wins. Also used for exec
+/// probe commands (`prober::probe_command`).
+pub(crate) fn expand(input: &str, vars: &[(String, String)]) -> String {
     let mut out = String::with_capacity(input.len());
     let mut rest = input;
     while let Some(pos) = rest.find('$') {

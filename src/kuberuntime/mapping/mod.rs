@@ -28,7 +28,8 @@ mod resources;
 mod sandbox;
 mod security;
 
-use env::{environment, expand, mounts};
+pub(crate) use env::expand;
+use env::{environment, mounts};
 use resources::{amounts, resources};
 use sandbox::{namespace_options, supplemental_groups};
 use security::{
