@@ -214,6 +214,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         crilet::images::gc::system_clock(),
     );
     metrics.set_image_gc(image_gc.counters());
+    let probe_recorder: Arc<dyn crilet::agent::prober::manager::ProbeRecorder> = metrics.clone();
     let servers = stats_server::spawn(
         listeners,
         sources,
@@ -276,6 +277,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         file_check_frequency: settings.file_check_frequency,
         cgroup_fs: std::path::PathBuf::from(CGROUP_ROOT),
         manifest_url,
+        probe_recorder: Some(probe_recorder),
     };
     let runtime_version = format!("{}://{}", version.runtime_name, version.runtime_version);
     let node_name = agent.node.node_name.clone();

@@ -36,6 +36,8 @@ use crate::pod::view::AgentView;
 use crate::pod::view::StatusCache;
 use crate::pod::{self, Pod};
 use observe::observe_all;
+use prober::handlers::Handlers;
+use prober::manager::{ProbeRecorder, ProberContext};
 use worker::{PodWork, WorkerContext, WorkerDone, WorkerHandle};
 
 /// How often the runtime is listed for changes (containerd 1.6 has no events).
@@ -65,6 +67,8 @@ pub struct Agent {
     pub statuses: StatusCache,
     /// The `--manifest-url` source, if configured.
     pub manifest_url: Option<UrlSource>,
+    /// Where probe runs are counted (the `/metrics` registry), if anywhere.
+    pub probe_recorder: Option<Arc<dyn ProbeRecorder>>,
 }
 
 impl Agent {
@@ -98,6 +102,7 @@ impl Agent {
         let statuses = self.statuses.clone();
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         let (status_tx, status_rx) = watch::channel(());
+        let handlers = Arc::new(Handlers::new(self.runtime.clone()));
         let ctx = Arc::new(WorkerContext {
             runtime: self.runtime.clone(),
             runtime_name: self.runtime_name.clone(),
@@ -106,6 +111,13 @@ impl Agent {
             status_changed: status_tx,
             cgroup_fs: self.cgroup_fs.clone(),
             done: done_tx,
+            prober: Arc::new(ProberContext {
+                runner: handlers.clone(),
+                recorder: self.probe_recorder.clone(),
+                agent_started: jiff::Timestamp::now(),
+                node_ip: self.node.host_ip.clone(),
+            }),
+            hooks: handlers,
         });
         let (view_tx, view_rx) = watch::channel(Arc::new(AgentView::default()));
         tokio::spawn(container_gc::run(

@@ -17,9 +17,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::observe::observe_pod;
 
+mod hooks;
 mod start;
 mod stop;
 
+use super::prober::handlers::HookRunner;
+use super::prober::manager::{PodProber, ProberContext, kill_message};
 use crate::cri::{ContainerState, PodSandboxState, Runtime, RuntimeError};
 use crate::kuberuntime::backoff::BackOff;
 use crate::kuberuntime::mapping::{self, NodeContext};
@@ -30,6 +33,7 @@ use crate::kuberuntime::plan::{
 use crate::kuberuntime::status::{StatusInput, WaitingReason, pod_status};
 use crate::pod::view::StatusCache;
 use crate::pod::{self, Pod};
+use hooks::kill_container;
 use start::pull_key;
 use stop::kill_all;
 
@@ -65,18 +69,28 @@ pub struct WorkerContext {
     /// cgroupfs mount (normally /sys/fs/cgroup); pod cgroups are removed here.
     pub cgroup_fs: PathBuf,
     pub done: mpsc::UnboundedSender<WorkerDone>,
+    /// What every pod's probers share (handlers, metrics, agent start).
+    pub prober: Arc<ProberContext>,
+    /// Runs postStart and preStop hooks.
+    pub hooks: Arc<dyn HookRunner>,
 }
 
 /// The sync loop's handle on a worker.
 pub struct WorkerHandle {
     work: watch::Sender<PodWork>,
     wake: Arc<Notify>,
+    /// Cancelled when the pod is to be terminated: a postStart hook still
+    /// running (a `sleep`) stops.
+    gone: CancellationToken,
 }
 
 impl WorkerHandle {
     /// Replaces whatever the worker has not started yet. False when the
     /// worker has exited (the caller then starts a new one).
     pub fn send(&self, work: PodWork) -> bool {
+        if matches!(work, PodWork::Terminate { .. }) {
+            self.gone.cancel();
+        }
         self.work.send(work).is_ok()
     }
 
@@ -90,8 +104,14 @@ impl WorkerHandle {
 pub fn spawn(ctx: Arc<WorkerContext>, work: PodWork, cancel: CancellationToken) -> WorkerHandle {
     let (tx, rx) = watch::channel(work);
     let wake = Arc::new(Notify::new());
+    let gone = CancellationToken::new();
     let worker = Worker {
         ctx,
+        wake: wake.clone(),
+        cancel: cancel.clone(),
+        gone: gone.clone(),
+        prober: None,
+        pod_ip: String::new(),
         backoff: BackOff::default(),
         pull_failures: HashMap::new(),
         waiting: HashMap::new(),
@@ -100,7 +120,11 @@ pub fn spawn(ctx: Arc<WorkerContext>, work: PodWork, cancel: CancellationToken) 
         errors: 0,
     };
     tokio::spawn(worker.run(rx, wake.clone(), cancel));
-    WorkerHandle { work: tx, wake }
+    WorkerHandle {
+        work: tx,
+        wake,
+        gone,
+    }
 }
 
 fn now_nanos() -> i64 {
@@ -144,6 +168,14 @@ struct CurrentSandbox {
 
 struct Worker {
     ctx: Arc<WorkerContext>,
+    /// Wakes this worker (the relist, a probe result).
+    wake: Arc<Notify>,
+    cancel: CancellationToken,
+    gone: CancellationToken,
+    /// The pod's probers, started on its first sync.
+    prober: Option<PodProber>,
+    /// The pod IP last read (empty for host-network pods), for hooks.
+    pod_ip: String,
     backoff: BackOff,
     /// Last failed pull per container name, and its message.
     pull_failures: HashMap<String, (i64, String)>,
@@ -224,7 +256,18 @@ impl Worker {
         let uid = pod::uid(pod);
         let rt = self.ctx.runtime.clone();
         let start = *self.start_time.get_or_insert_with(jiff::Timestamp::now);
-        let obs = observe_pod(rt.as_ref(), uid).await?;
+        if self.prober.is_none() {
+            self.prober = Some(PodProber::start(
+                self.ctx.prober.clone(),
+                pod,
+                self.wake.clone(),
+                self.cancel.clone(),
+            ));
+        }
+        let mut obs = observe_pod(rt.as_ref(), uid).await?;
+        if self.kill_unhealthy(pod, &obs).await? {
+            obs = observe_pod(rt.as_ref(), uid).await?;
+        }
         let desired = desired_pod(pod);
         let now = now_nanos();
         let planned = plan::plan(&desired, &obs.to_plan_input(), &self.backoff, now);
@@ -289,14 +332,20 @@ impl Worker {
             Action::KillPod { reason } => {
                 tracing::info!(pod = %pod::full_name(pod), reason, "killing pod");
                 *current = None;
-                kill_all(rt, obs, mapping::termination_grace_period(pod)).await
+                kill_all(
+                    self.ctx.clone(),
+                    Some(pod),
+                    &self.pod_ip,
+                    obs,
+                    mapping::termination_grace_period(pod),
+                )
+                .await
             }
             Action::RemoveSandbox { id } => rt.remove_pod_sandbox(id).await,
             Action::KillContainer { id, name, reason } => {
                 tracing::info!(pod = %pod::full_name(pod), container = name, reason, "killing container");
-                let grace =
-                    Duration::from_secs(mapping::termination_grace_period(pod).max(0) as u64);
-                rt.stop_container(id, grace).await
+                let grace = mapping::termination_grace_period(pod);
+                kill_container(&self.ctx, Some(pod), &self.pod_ip, id, name, grace).await
             }
             Action::CreateSandbox { attempt } => {
                 let id = self.create_sandbox(pod, *attempt).await?;
@@ -331,6 +380,42 @@ impl Worker {
         }
     }
 
+    /// Kills the containers whose liveness or startup probe failed (only
+    /// the instance that failed); the plan then restarts them per
+    /// restartPolicy with back-off. True when something was killed.
+    async fn kill_unhealthy(&mut self, pod: &Pod, obs: &Observation) -> Result<bool, RuntimeError> {
+        let unhealthy = self
+            .prober
+            .as_ref()
+            .map(|p| p.take_unhealthy())
+            .unwrap_or_default();
+        let mut killed = false;
+        for u in unhealthy {
+            let running = obs
+                .containers
+                .iter()
+                .any(|c| c.id == u.container_id && c.state == ContainerState::Running);
+            if !running {
+                continue;
+            }
+            tracing::info!(pod = %pod::full_name(pod), uid = pod::uid(pod), container = %u.container, probe = u.probe_type.as_str(), output = %u.output, "{}", kill_message(&u));
+            let grace = u
+                .grace
+                .unwrap_or_else(|| mapping::termination_grace_period(pod));
+            kill_container(
+                &self.ctx,
+                Some(pod),
+                &self.pod_ip,
+                &u.container_id,
+                &u.container,
+                grace,
+            )
+            .await?;
+            killed = true;
+        }
+        Ok(killed)
+    }
+
     async fn write_status(&mut self, pod: &Pod, obs: &Observation, start: jiff::Timestamp) {
         let sandbox = obs
             .sandboxes
@@ -343,6 +428,14 @@ impl Worker {
                 pod_ip = st.ip;
             }
         }
+        self.pod_ip = pod_ip.clone();
+        let probes = match &self.prober {
+            Some(p) => {
+                p.observe(&obs.containers, &pod_ip);
+                p.results()
+            }
+            None => HashMap::new(),
+        };
         // A running container clears its waiting reason.
         for c in &obs.containers {
             if c.state == ContainerState::Running {
@@ -357,7 +450,7 @@ impl Worker {
             containers: &obs.containers,
             waiting: &self.waiting,
             // Filled in by the prober's driver (issue 12); none yet.
-            probes: &HashMap::new(),
+            probes: &probes,
             start_time: start,
             runtime_name: &self.ctx.runtime_name,
             previous: self.previous.as_ref(),

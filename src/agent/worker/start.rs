@@ -138,7 +138,7 @@ impl Worker {
             return Err(e);
         }
         self.waiting.remove(name);
-        Ok(())
+        self.post_start(pod, &container, &pod_ip, &id).await
     }
 
     /// Pulls per the container's policy. Err is (reason, message) for the status.

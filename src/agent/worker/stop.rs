@@ -15,6 +15,8 @@ impl Worker {
         full_name: &str,
         pod: Option<&Pod>,
     ) -> Result<(), RuntimeError> {
+        // No probe may kill or restart what is being stopped.
+        self.prober = None;
         let rt = self.ctx.runtime.clone();
         let obs = observe_pod(rt.as_ref(), uid).await?;
         let grace = match pod {
@@ -26,7 +28,7 @@ impl Worker {
                 .unwrap_or(30),
         };
         tracing::info!(pod = full_name, uid, grace, "terminating pod");
-        kill_all(rt.clone(), &obs, grace).await?;
+        kill_all(self.ctx.clone(), pod, &self.pod_ip, &obs, grace).await?;
         // Everything is stopped: remove it (containers go with their sandbox).
         for c in &obs.containers {
             rt.remove_container(&c.id).await?;
@@ -60,23 +62,31 @@ impl Worker {
     }
 }
 
-/// Stops running containers (in parallel, with the grace period), then
+/// Stops running containers (in parallel, each after its preStop hook, with
+/// the grace period), then
 /// every ready sandbox.
 pub(super) async fn kill_all(
-    rt: Arc<dyn Runtime>,
+    ctx: Arc<WorkerContext>,
+    pod: Option<&Pod>,
+    pod_ip: &str,
     obs: &Observation,
     grace: i64,
 ) -> Result<(), RuntimeError> {
-    let grace = Duration::from_secs(grace.max(0) as u64);
+    let rt = ctx.runtime.clone();
+    let pod = pod.map(|p| Arc::new(p.clone()));
     let mut set = tokio::task::JoinSet::new();
     for c in obs
         .containers
         .iter()
         .filter(|c| matches!(c.state, ContainerState::Running | ContainerState::Created))
     {
-        let rt = rt.clone();
-        let id = c.id.clone();
-        set.spawn(async move { rt.stop_container(&id, grace).await });
+        let (ctx, pod, pod_ip) = (ctx.clone(), pod.clone(), pod_ip.to_owned());
+        let (id, name) = (c.id.clone(), c.metadata.name.clone());
+        // Each container with its own preStop, all at once (the kubelet's
+        // killContainersWithSyncResult).
+        set.spawn(
+            async move { kill_container(&ctx, pod.as_deref(), &pod_ip, &id, &name, grace).await },
+        );
     }
     let mut first_err = None;
     while let Some(r) = set.join_next().await {

@@ -49,22 +49,13 @@ impl ProbeType {
     ];
 
     /// "Liveness", "Readiness" or "Startup": the kubelet's event wording
-    /// ("Liveness probe failed: ...").
+    /// ("Liveness probe failed: ...") and the `probe_type` label of its
+    /// `prober_probe_total` metric.
     pub fn as_str(self) -> &'static str {
         match self {
             ProbeType::Liveness => "Liveness",
             ProbeType::Readiness => "Readiness",
             ProbeType::Startup => "Startup",
-        }
-    }
-
-    /// "liveness", "readiness" or "startup": the `probe_type` label of the
-    /// kubelet's `prober_probe_total` metric.
-    pub fn metric_label(self) -> &'static str {
-        match self {
-            ProbeType::Liveness => "liveness",
-            ProbeType::Readiness => "readiness",
-            ProbeType::Startup => "startup",
         }
     }
 

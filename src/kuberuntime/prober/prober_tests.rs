@@ -15,28 +15,12 @@ fn container(v: serde_json::Value) -> Container {
 #[test]
 fn names_and_labels() {
     let rows = [
-        (
-            ProbeType::Liveness,
-            "Liveness",
-            "liveness",
-            ProbeResult::Success,
-        ),
-        (
-            ProbeType::Readiness,
-            "Readiness",
-            "readiness",
-            ProbeResult::Failure,
-        ),
-        (
-            ProbeType::Startup,
-            "Startup",
-            "startup",
-            ProbeResult::Unknown,
-        ),
+        (ProbeType::Liveness, "Liveness", ProbeResult::Success),
+        (ProbeType::Readiness, "Readiness", ProbeResult::Failure),
+        (ProbeType::Startup, "Startup", ProbeResult::Unknown),
     ];
-    for (kind, name, label, initial) in rows {
+    for (kind, name, initial) in rows {
         assert_eq!(kind.as_str(), name);
-        assert_eq!(kind.metric_label(), label);
         assert_eq!(kind.initial_result(), initial);
     }
     assert_eq!(ProbeType::ALL.len(), 3);

@@ -19,14 +19,12 @@ mod grpc;
 mod hook;
 mod host;
 mod http;
-mod outcome;
 mod tcp;
 #[cfg(test)]
 mod test_server;
 mod tls;
 
-// The one line to change when the probe model in kuberuntime lands.
-pub use outcome::ProbeOutcome;
+pub use crate::kuberuntime::prober::ProbeOutcome;
 
 pub use exec::exec_probe;
 pub use grpc::grpc_probe;

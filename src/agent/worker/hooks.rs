@@ -1,0 +1,146 @@
+//! Killing one container as the kubelet's `killContainer` does (its
+//! preStop hook first, its time taken out of the grace period, then
+//! StopContainer with at least 2 s), and running a postStart hook. Part of
+//! the pod worker.
+//!
+//! Invariant: a hook never outlives the grace period it was given, and a
+//! failing hook never stops the stop: preStop failures are logged as
+//! `FailedPreStopHook` and the container is stopped all the same.
+
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::LifecycleHandler;
+
+use super::*;
+use crate::agent::prober::resolve::{PodAddress, hook_action};
+use crate::kuberuntime::prober::LifecycleAction;
+
+/// StopContainer gets at least this, whatever preStop took (the kubelet's
+/// minimumGracePeriodInSeconds).
+pub const MINIMUM_GRACE_PERIOD_SECONDS: i64 = 2;
+
+/// The spec container named `name`, init or regular.
+fn spec_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
+    let spec = pod.spec.as_ref()?;
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .find(|c| c.name == name)
+}
+
+fn address<'a>(ctx: &'a WorkerContext, pod: &Pod, pod_ip: &'a str) -> PodAddress<'a> {
+    PodAddress {
+        pod_ip,
+        node_ip: &ctx.node.host_ip,
+        host_network: pod.spec.as_ref().and_then(|s| s.host_network) == Some(true),
+    }
+}
+
+/// Runs one hook of `container` (instance `id`); `Err` says why it failed.
+async fn run_hook(
+    ctx: &WorkerContext,
+    pod: &Pod,
+    container: &Container,
+    pod_ip: &str,
+    id: &str,
+    hook: &LifecycleHandler,
+    exec_timeout: Option<Duration>,
+    cancel: &CancellationToken,
+) -> Result<(), String> {
+    let action = LifecycleAction::from_handler(hook)
+        .and_then(|a| hook_action(&a, container, &address(ctx, pod, pod_ip)))?;
+    ctx.hooks.run_hook(id, &action, exec_timeout, cancel).await
+}
+
+/// Stops container `id` (named `name`) of `pod` within `grace` seconds: its
+/// preStop hook (if any, and if there is a grace period) first, bounded by
+/// the grace period, then StopContainer with what is left, at least 2 s.
+/// `pod` is `None` for an orphan: no spec, so no hook.
+pub async fn kill_container(
+    ctx: &WorkerContext,
+    pod: Option<&Pod>,
+    pod_ip: &str,
+    id: &str,
+    name: &str,
+    grace: i64,
+) -> Result<(), RuntimeError> {
+    let mut grace = grace.max(0);
+    let hook = pod.and_then(|p| {
+        let c = spec_container(p, name)?;
+        let pre_stop = c.lifecycle.as_ref()?.pre_stop.as_ref()?;
+        Some((p, c, pre_stop))
+    });
+    if let (Some((pod, container, pre_stop)), true) = (hook, grace > 0) {
+        let started = Instant::now();
+        let limit = Duration::from_secs(grace as u64);
+        // Bounded by the grace period only, as in the kubelet.
+        let never = CancellationToken::new();
+        let run = run_hook(
+            ctx,
+            pod,
+            container,
+            pod_ip,
+            id,
+            pre_stop,
+            Some(limit),
+            &never,
+        );
+        let full_name = pod::full_name(pod);
+        match tokio::time::timeout(limit, run).await {
+            Ok(Ok(())) => {}
+            Ok(Err(message)) => {
+                tracing::warn!(pod = %full_name, container = name, error = %message, "FailedPreStopHook: PreStopHook failed; stopping the container all the same")
+            }
+            Err(_) => {
+                tracing::warn!(pod = %full_name, container = name, grace, "FailedPreStopHook: PreStopHook did not finish within the grace period")
+            }
+        }
+        grace -= started.elapsed().as_secs() as i64;
+    }
+    let grace = grace.max(MINIMUM_GRACE_PERIOD_SECONDS);
+    match ctx
+        .runtime
+        .stop_container(id, Duration::from_secs(grace as u64))
+        .await
+    {
+        Err(e) if e.is_not_found() => Ok(()),
+        other => other,
+    }
+}
+
+impl Worker {
+    /// Runs the container's postStart hook, if it has one, right after its
+    /// start: the pod's next container waits for it. A failure kills the
+    /// container (preStop included); the next sync restarts it with
+    /// back-off. The hook is cancelled when the pod goes away.
+    pub(super) async fn post_start(
+        &mut self,
+        pod: &Pod,
+        container: &Container,
+        pod_ip: &str,
+        id: &str,
+    ) -> Result<(), RuntimeError> {
+        let Some(hook) = container
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.post_start.as_ref())
+        else {
+            return Ok(());
+        };
+        let ctx = self.ctx.clone();
+        let result = run_hook(&ctx, pod, container, pod_ip, id, hook, None, &self.gone).await;
+        let Err(message) = result else {
+            return Ok(());
+        };
+        tracing::warn!(pod = %pod::full_name(pod), uid = pod::uid(pod), container = %container.name, error = %message, "FailedPostStartHook: PostStartHook failed; killing the container");
+        kill_container(
+            &ctx,
+            Some(pod),
+            pod_ip,
+            id,
+            &container.name,
+            mapping::termination_grace_period(pod),
+        )
+        .await
+    }
+}
