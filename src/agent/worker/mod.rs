@@ -27,7 +27,9 @@ use crate::kuberuntime::observe::Observation;
 use crate::kuberuntime::plan::{
     self, Action, ContainerKind, DesiredContainer, DesiredPod, RestartPolicy,
 };
-use crate::kuberuntime::status::{StatusInput, WaitingReason, pod_status};
+use crate::kuberuntime::status::{
+    CONTAINER_CREATING, POD_INITIALIZING, StatusInput, WaitingReason, pod_status,
+};
 use crate::pod::view::StatusCache;
 use crate::pod::{self, Pod};
 use start::pull_key;
@@ -95,6 +97,7 @@ pub fn spawn(ctx: Arc<WorkerContext>, work: PodWork, cancel: CancellationToken) 
         backoff: BackOff::default(),
         pull_failures: HashMap::new(),
         waiting: HashMap::new(),
+        volume_error: None,
         start_time: None,
         previous: None,
         errors: 0,
@@ -149,6 +152,9 @@ struct Worker {
     pull_failures: HashMap<String, (i64, String)>,
     /// Why containers are not running, for the status.
     waiting: HashMap<String, WaitingReason>,
+    /// The failed hostPath check that keeps the sandbox from being run
+    /// (every container waits on it), until a check passes.
+    volume_error: Option<String>,
     start_time: Option<jiff::Timestamp>,
     previous: Option<PodStatus>,
     /// Consecutive failed syncs, for the retry delay.
@@ -349,13 +355,14 @@ impl Worker {
                 self.waiting.remove(&c.metadata.name);
             }
         }
+        let waiting = self.waiting_with_volume_error(pod);
         let status = pod_status(&StatusInput {
             pod,
             sandbox_ready,
             pod_ip: &pod_ip,
             host_ip: &self.ctx.node.host_ip,
             containers: &obs.containers,
-            waiting: &self.waiting,
+            waiting: &waiting,
             start_time: start,
             runtime_name: &self.ctx.runtime_name,
             previous: self.previous.as_ref(),
@@ -380,6 +387,30 @@ impl Worker {
             self.ctx.status_changed.send_replace(());
         }
     }
+
+    /// The waiting reasons for the status; while a hostPath check fails,
+    /// every container waits where the kubelet's would (ContainerCreating,
+    /// or PodInitializing in a pod with init containers) with its message.
+    fn waiting_with_volume_error(&self, pod: &Pod) -> HashMap<String, WaitingReason> {
+        let mut waiting = self.waiting.clone();
+        let (Some(message), Some(spec)) = (&self.volume_error, pod.spec.as_ref()) else {
+            return waiting;
+        };
+        let inits = spec.init_containers.as_deref().unwrap_or_default();
+        let reason = if inits.is_empty() {
+            CONTAINER_CREATING
+        } else {
+            POD_INITIALIZING
+        };
+        for c in inits.iter().chain(&spec.containers) {
+            let w = WaitingReason {
+                reason: reason.into(),
+                message: message.clone(),
+            };
+            waiting.insert(c.name.clone(), w);
+        }
+        waiting
+    }
 }
 
 fn refused(e: mapping::MappingError) -> RuntimeError {
@@ -395,3 +426,6 @@ fn work_name(w: &PodWork) -> String {
         PodWork::Terminate { full_name, .. } => full_name.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests;

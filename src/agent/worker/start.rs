@@ -1,10 +1,12 @@
-//! Starting a pod: its directories, the sandbox, image pulls (with the
-//! pull back-off) and each container. Part of the pod worker.
+//! Starting a pod: its hostPath checks and directories, the sandbox, image
+//! pulls (with the pull back-off) and each container. Part of the pod
+//! worker.
 //!
 //! Invariant: every step acts on the sandbox the sync observed or just
 //! created; failures are returned to the sync, which records and retries.
 
 use super::*;
+use crate::agent::hostpath::check_volumes;
 
 impl Worker {
     pub(super) async fn create_sandbox(
@@ -13,6 +15,17 @@ impl Worker {
         attempt: u32,
     ) -> Result<String, RuntimeError> {
         let rt = self.ctx.runtime.clone();
+        // The kubelet sets up volumes before the sandbox; a failed check
+        // leaves the pod Pending and is retried with the sync.
+        if let Err(e) = check_volumes(pod) {
+            let message = e.to_string();
+            self.volume_error = Some(message.clone());
+            return Err(RuntimeError::Refused {
+                op: "volume setup",
+                message,
+            });
+        }
+        self.volume_error = None;
         let config = mapping::sandbox_config(&self.ctx.node, pod, attempt).map_err(refused)?;
         prepare_dirs(&self.ctx.node, pod).map_err(|e| RuntimeError::Refused {
             op: "RunPodSandbox",

@@ -17,8 +17,9 @@
 //!   kubelet does when started without `--cluster-dns`;
 //! - service-link environment variables, and the image-user check behind
 //!   `runAsNonRoot` (only an explicit `runAsUser: 0` is refused);
-//! - hostPath `type` checks, and creating emptyDir or subPath directories:
-//!   the worker creates [`empty_dir_path`] before CreateContainer. emptyDir
+//! - hostPath `type` checks (the worker runs them before the sandbox, see
+//!   `agent::hostpath`), and creating emptyDir or subPath directories: the
+//!   worker creates [`empty_dir_path`] before CreateContainer. emptyDir
 //!   `medium: Memory` and `sizeLimit` are not honoured (a plain directory).
 
 mod container;
