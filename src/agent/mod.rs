@@ -7,8 +7,9 @@
 //! cancellation token and leaves pods running, as the kubelet does.
 //!
 //! The drivers live here (sync loop, pod workers, relist, container GC,
-//! runtime reads, and the host files a pod needs: hostPath checks); they
-//! may import every lower layer, never `cli`.
+//! runtime reads, and the host files a pod needs: hostPath checks,
+//! termination-message files); they may import every lower layer, never
+//! `cli`.
 
 pub mod cgroup;
 pub mod config;
@@ -16,6 +17,7 @@ pub mod container_gc;
 pub mod hostpath;
 pub mod node;
 pub mod observe;
+pub mod termination;
 pub mod worker;
 
 use std::collections::{BTreeMap, HashMap};

@@ -1,6 +1,7 @@
 //! The kubelet's pod semantics over CRI (the kubelet's own name for this
 //! layer): labels, the Pod -> CRI mapping, the plan, crash back-off, pod
-//! status, reading observations, dead-container selection.
+//! status, termination messages, reading observations, dead-container
+//! selection.
 //!
 //! Invariant: pure functions over domain types. No tokio tasks, no
 //! filesystem, no network; imports only `cri` (types), `pod` and `units`.
@@ -13,3 +14,4 @@ pub mod mapping;
 pub mod observe;
 pub mod plan;
 pub mod status;
+pub mod termination;

@@ -16,6 +16,7 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::observe::observe_pod;
+use super::termination::read_message;
 
 mod start;
 mod stop;
@@ -30,6 +31,7 @@ use crate::kuberuntime::plan::{
 use crate::kuberuntime::status::{
     CONTAINER_CREATING, POD_INITIALIZING, StatusInput, WaitingReason, pod_status,
 };
+use crate::kuberuntime::termination::message_source;
 use crate::pod::view::StatusCache;
 use crate::pod::{self, Pod};
 use start::pull_key;
@@ -98,6 +100,7 @@ pub fn spawn(ctx: Arc<WorkerContext>, work: PodWork, cancel: CancellationToken) 
         pull_failures: HashMap::new(),
         waiting: HashMap::new(),
         volume_error: None,
+        messages: HashMap::new(),
         start_time: None,
         previous: None,
         errors: 0,
@@ -155,6 +158,9 @@ struct Worker {
     /// The failed hostPath check that keeps the sandbox from being run
     /// (every container waits on it), until a check passes.
     volume_error: Option<String>,
+    /// Termination messages of exited containers, by container ID: each is
+    /// read once, and forgotten when the container leaves the observation.
+    messages: HashMap<String, String>,
     start_time: Option<jiff::Timestamp>,
     previous: Option<PodStatus>,
     /// Consecutive failed syncs, for the retry delay.
@@ -355,6 +361,7 @@ impl Worker {
                 self.waiting.remove(&c.metadata.name);
             }
         }
+        self.read_messages(pod, obs);
         let waiting = self.waiting_with_volume_error(pod);
         let status = pod_status(&StatusInput {
             pod,
@@ -363,6 +370,7 @@ impl Worker {
             host_ip: &self.ctx.node.host_ip,
             containers: &obs.containers,
             waiting: &waiting,
+            messages: &self.messages,
             start_time: start,
             runtime_name: &self.ctx.runtime_name,
             previous: self.previous.as_ref(),
@@ -385,6 +393,22 @@ impl Worker {
         self.previous = Some(status);
         if changed {
             self.ctx.status_changed.send_replace(());
+        }
+    }
+
+    /// Reads the termination message of every exited container not read
+    /// yet (the container is done writing it), and forgets the ones no
+    /// longer observed. Small bounded reads, so done inline.
+    fn read_messages(&mut self, pod: &Pod, obs: &Observation) {
+        self.messages
+            .retain(|id, _| obs.containers.iter().any(|c| &c.id == id));
+        for c in &obs.containers {
+            if self.messages.contains_key(&c.id) {
+                continue;
+            }
+            if let Some(source) = message_source(&self.ctx.node, pod, c) {
+                self.messages.insert(c.id.clone(), read_message(&source));
+            }
         }
     }
 

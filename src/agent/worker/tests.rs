@@ -1,12 +1,14 @@
 //! The worker's host-file steps against the fake runtime and a temporary
-//! root dir: hostPath checks before the sandbox.
+//! root dir: hostPath checks before the sandbox, termination-message files
+//! before each container and their messages in the status.
 
 use super::*;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use crate::cri::{DnsConfig, FakeRuntime};
+use crate::cri::{ContainerFilter, DnsConfig, FakeRuntime};
 use crate::pod::defaults::apply_api_defaults;
-use k8s_openapi::api::core::v1::ContainerState as K8sState;
+use k8s_openapi::api::core::v1::{ContainerState as K8sState, ContainerStateTerminated};
 
 fn worker(rt: Arc<FakeRuntime>, root: &Path) -> Worker {
     let (done, _) = mpsc::unbounded_channel();
@@ -32,6 +34,7 @@ fn worker(rt: Arc<FakeRuntime>, root: &Path) -> Worker {
         pull_failures: HashMap::new(),
         waiting: HashMap::new(),
         volume_error: None,
+        messages: HashMap::new(),
         start_time: None,
         previous: None,
         errors: 0,
@@ -58,10 +61,82 @@ fn fake() -> Arc<FakeRuntime> {
     rt
 }
 
+async fn only_container(rt: &FakeRuntime) -> String {
+    let list = rt
+        .list_containers(&ContainerFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(list.len(), 1);
+    list[0].id.clone()
+}
+
 fn app_state(w: &Worker) -> K8sState {
     let status = w.previous.as_ref().unwrap();
     let app = &status.container_statuses.as_ref().unwrap()[0];
     app.state.clone().unwrap()
+}
+
+fn terminated(w: &Worker) -> ContainerStateTerminated {
+    app_state(w).terminated.expect("terminated")
+}
+
+#[tokio::test]
+async fn termination_message_file_is_made_mounted_and_read_once() {
+    let root = tempfile::tempdir().unwrap();
+    let rt = fake();
+    let mut w = worker(rt.clone(), root.path());
+    let pod = pod(serde_json::json!({}), serde_json::json!([]));
+
+    w.sync(&pod).await.unwrap();
+    let id = only_container(&rt).await;
+    let file = root.path().join("pods/u1/containers/app/0");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o666);
+    let status = rt.container_status(&id).await.unwrap();
+    let mount = status
+        .mounts
+        .iter()
+        .find(|m| m.container_path == "/dev/termination-log");
+    assert_eq!(mount.map(|m| Path::new(&m.host_path)), Some(file.as_path()));
+    assert!(!mount.unwrap().readonly);
+
+    // The container writes its message and exits.
+    std::fs::write(&file, "migrations failed").unwrap();
+    rt.exit_container(&id, 1);
+    w.sync(&pod).await.unwrap();
+    assert_eq!(terminated(&w).message.as_deref(), Some("migrations failed"));
+    // Read once: later changes to the file do not show.
+    std::fs::write(&file, "something else").unwrap();
+    w.sync(&pod).await.unwrap();
+    assert_eq!(terminated(&w).message.as_deref(), Some("migrations failed"));
+}
+
+#[tokio::test]
+async fn fallback_to_logs_on_error_reads_the_log_tail() {
+    let root = tempfile::tempdir().unwrap();
+    let rt = fake();
+    let mut w = worker(rt.clone(), root.path());
+    let policy = serde_json::json!({"terminationMessagePolicy": "FallbackToLogsOnError"});
+    let pod = pod(policy, serde_json::json!([]));
+
+    w.sync(&pod).await.unwrap();
+    let id = only_container(&rt).await;
+    // The fake reports the mapping's relative log path, under the pod's log dir.
+    let log = root.path().join("logs/default_web_u1/app/0.log");
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    std::fs::write(
+        &log,
+        "2024-05-01T10:00:00.1Z stdout F starting\n\
+         2024-05-01T10:00:00.2Z stderr P fatal: \n\
+         2024-05-01T10:00:00.3Z stderr F no config\n",
+    )
+    .unwrap();
+    rt.exit_container(&id, 2);
+    w.sync(&pod).await.unwrap();
+    assert_eq!(
+        terminated(&w).message.as_deref(),
+        Some("starting\nfatal: no config\n")
+    );
 }
 
 #[tokio::test]
