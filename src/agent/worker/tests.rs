@@ -180,3 +180,33 @@ async fn failed_host_path_check_keeps_the_pod_pending_until_it_passes() {
     assert!(rt.ops().contains(&"RunPodSandbox"));
     assert!(app_state(&w).running.is_some());
 }
+
+#[test]
+fn remove_dirs_takes_the_pod_dir_even_without_a_spec_and_nothing_wider() {
+    let root = tempfile::tempdir().unwrap();
+    let node = worker(fake(), root.path()).ctx.node.clone();
+    let made = |rel: &str| {
+        let dir = root.path().join(rel);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    };
+    let orphan = made("pods/u1/containers/app");
+    let other = made("pods/u2/containers/app");
+    let logs = made("logs/default_web_u2/app");
+    // An orphan (no spec): its pod dir goes, termination files with it.
+    stop::remove_dirs(&node, "u1", None);
+    assert!(!orphan.parent().unwrap().parent().unwrap().exists());
+    assert!(other.exists());
+    // UIDs that are not one plain name remove nothing.
+    for uid in ["", ".", "..", "u2/..", "/"] {
+        stop::remove_dirs(&node, uid, None);
+        assert!(other.exists(), "{uid:?}");
+    }
+    // With the spec, the logs go too.
+    let mut web = pod(serde_json::json!({}), serde_json::json!([]));
+    web.metadata.uid = Some("u2".into());
+    stop::remove_dirs(&node, "u2", Some(&web));
+    assert!(!root.path().join("pods/u2").exists());
+    assert!(!logs.parent().unwrap().exists());
+    assert!(root.path().join("pods").exists());
+}
