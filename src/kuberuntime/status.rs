@@ -209,7 +209,7 @@ fn restart_count(c: &ContainerStatus) -> i32 {
 }
 
 /// The runtime's message, then the container's own termination message, as
-/// "<runtime>: <own>" when both are there; at most `cap` bytes.
+/// `"<runtime>: <own>"` when both are there; at most `cap` bytes.
 fn terminated_message(c: &ContainerStatus, own: Option<&String>, cap: usize) -> Option<String> {
     let own = own.filter(|m| !m.is_empty());
     let message = match (c.message.as_str(), own) {
