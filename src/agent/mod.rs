@@ -7,14 +7,18 @@
 //! cancellation token and leaves pods running, as the kubelet does.
 //!
 //! The drivers live here (sync loop, pod workers, relist, container GC,
-//! runtime reads); they may import every lower layer, never `cli`.
+//! runtime reads, and the host files a pod needs: hostPath checks,
+//! termination-message files); they may import every lower layer, never
+//! `cli`.
 
 pub mod cgroup;
 pub mod config;
 pub mod container_gc;
+pub mod hostpath;
 pub mod node;
 pub mod observe;
 pub mod prober;
+pub mod termination;
 pub mod worker;
 
 use std::collections::{BTreeMap, HashMap};

@@ -1,7 +1,7 @@
 //! The kubelet's pod semantics over CRI (the kubelet's own name for this
 //! layer): labels, the Pod -> CRI mapping, the plan, crash back-off, pod
-//! status, reading observations, dead-container selection, and the pure half
-//! of probes and lifecycle hooks (`prober`).
+//! status, termination messages, reading observations, dead-container
+//! selection, and the pure half of probes and lifecycle hooks (`prober`).
 //!
 //! Invariant: pure functions over domain types. No tokio tasks, no
 //! filesystem, no network; imports only `cri` (types), `pod` and `units`.
@@ -15,3 +15,4 @@ pub mod observe;
 pub mod plan;
 pub mod prober;
 pub mod status;
+pub mod termination;

@@ -5,7 +5,9 @@
 //! Invariant: pure. No I/O and no clock: the caller passes `now` and the
 //! last status it generated, so the same inputs always give the same status.
 //! Every timestamp produced is truncated to whole seconds, the precision the
-//! API server stores, so a status compares equal to its round trip.
+//! API server stores, so a status compares equal to its round trip. Each
+//! terminated message (the runtime's, then the container's own, which the
+//! worker read) is capped as the status manager's normalizeStatus caps it.
 //!
 //! Probes arrive as their latest results ([`StatusInput::probes`], kept by
 //! the prober's driver); `started` and `ready` follow the kubelet's rule in
@@ -31,6 +33,7 @@ use super::labels::{CONTAINER_RESTART_COUNT_ANNOTATION, ContainerLabels};
 use super::mapping::qos_class;
 use super::plan::RestartPolicy;
 use super::prober::{ContainerProbeResults, container_readiness};
+use super::termination::{cap_message, message_cap};
 use crate::cri::types::{ContainerState, ContainerStatus};
 
 pub const PENDING: &str = "Pending";
@@ -70,6 +73,10 @@ pub struct StatusInput<'a> {
     /// The latest readiness and startup probe results, by container name.
     /// A container without an entry has no probes (empty map: no probes).
     pub probes: &'a HashMap<String, ContainerProbeResults>,
+    /// Termination messages the worker read for exited containers, by
+    /// container ID (see `termination`); shown after the runtime's own
+    /// message in `state.terminated.message` and later in lastState.
+    pub messages: &'a HashMap<String, String>,
     /// When the worker first saw the pod.
     pub start_time: Timestamp,
     /// Container IDs are reported as `<runtime_name>://<id>`.
@@ -134,9 +141,14 @@ fn container_status(
     runs.sort_by_key(|c| Reverse((c.metadata.attempt, c.created_at)));
     let current = runs.first().copied();
     let cid = |c: &ContainerStatus| format!("{}://{}", input.runtime_name, c.id);
+    let cap = message_cap(input.pod);
+    let state_of = |c: &ContainerStatus| {
+        let message = terminated_message(c, input.messages.get(&c.id), cap);
+        runtime_state(c, cid(c), message)
+    };
 
     let mut state = match current {
-        Some(c) => runtime_state(c, cid(c)),
+        Some(c) => state_of(c),
         // The kubelet's default: every container of a pod with init
         // containers waits in PodInitializing until it exists.
         None if !spec_of(input.pod).0.is_empty() => waiting(POD_INITIALIZING, None),
@@ -145,7 +157,7 @@ fn container_status(
     let mut last_state = runs
         .get(1)
         .filter(|p| p.state == ContainerState::Exited)
-        .map(|p| runtime_state(p, cid(p)));
+        .map(|p| state_of(p));
 
     // A reason from the worker applies only to a container that will be
     // (re)started; a stale entry must not hide a running or finished one.
@@ -214,7 +226,24 @@ fn restart_count(c: &ContainerStatus) -> i32 {
     i32::try_from(count).unwrap_or(i32::MAX)
 }
 
-fn runtime_state(c: &ContainerStatus, container_id: String) -> K8sContainerState {
+/// The runtime's message, then the container's own termination message, as
+/// `"<runtime>: <own>"` when both are there; at most `cap` bytes.
+fn terminated_message(c: &ContainerStatus, own: Option<&String>, cap: usize) -> Option<String> {
+    let own = own.filter(|m| !m.is_empty());
+    let message = match (c.message.as_str(), own) {
+        ("", None) => return None,
+        (runtime, None) => runtime.to_string(),
+        ("", Some(own)) => own.clone(),
+        (runtime, Some(own)) => format!("{runtime}: {own}"),
+    };
+    Some(cap_message(&message, cap).to_string())
+}
+
+fn runtime_state(
+    c: &ContainerStatus,
+    container_id: String,
+    message: Option<String>,
+) -> K8sContainerState {
     match c.state {
         ContainerState::Running => K8sContainerState {
             running: Some(ContainerStateRunning {
@@ -233,7 +262,7 @@ fn runtime_state(c: &ContainerStatus, container_id: String) -> K8sContainerState
                 terminated: Some(ContainerStateTerminated {
                     exit_code: c.exit_code,
                     reason: Some(reason.to_string()),
-                    message: (!c.message.is_empty()).then(|| c.message.clone()),
+                    message,
                     started_at: time(c.started_at),
                     finished_at: time(c.finished_at),
                     container_id: Some(container_id),

@@ -96,6 +96,7 @@ struct Case<'a> {
     containers: Vec<ContainerStatus>,
     waiting: HashMap<String, WaitingReason>,
     probes: HashMap<String, ContainerProbeResults>,
+    messages: HashMap<String, String>,
     sandbox_ready: bool,
     pod_ip: &'a str,
     previous: Option<PodStatus>,
@@ -109,6 +110,7 @@ impl<'a> Case<'a> {
             containers,
             waiting: HashMap::new(),
             probes: HashMap::new(),
+            messages: HashMap::new(),
             sandbox_ready: true,
             pod_ip: "10.0.0.7",
             previous: None,
@@ -134,6 +136,7 @@ impl<'a> Case<'a> {
             containers: &self.containers,
             waiting: &self.waiting,
             probes: &self.probes,
+            messages: &self.messages,
             start_time: Timestamp::from_nanosecond(50 * i128::from(S) + 123).unwrap(),
             runtime_name: "containerd",
             previous: self.previous.as_ref(),
@@ -216,6 +219,84 @@ fn exited_container_reasons() {
         assert!(!a.ready);
         assert_eq!(a.started, Some(false));
     }
+}
+
+#[test]
+fn termination_message_follows_the_runtime_message() {
+    let rows = [
+        ("", None, None),
+        ("", Some(""), None),
+        ("bye", None, Some("bye")),
+        ("", Some("disk full"), Some("disk full")),
+        ("OOM", Some("disk full"), Some("OOM: disk full")),
+    ];
+    for (runtime, own, want) in rows {
+        let mut c = rc("a", 0, Exited, 1);
+        c.message = runtime.into();
+        let mut case = Case::new(pod("Never", &[], &["a"]), vec![c]);
+        if let Some(own) = own {
+            case.messages.insert("a0".into(), own.into());
+        }
+        let s = case.run();
+        let term = terminated(app(&s, "a").state.as_ref());
+        assert_eq!(term.message.as_deref(), want, "{runtime:?} {own:?}");
+    }
+}
+
+#[test]
+fn termination_message_reaches_last_state() {
+    // Restarted and running: the previous instance's message is in lastState.
+    let mut case = Case::new(
+        pod("Always", &[], &["a"]),
+        vec![rc("a", 1, Running, 0), rc("a", 0, Exited, 3)],
+    );
+    case.messages.insert("a0".into(), "config invalid".into());
+    let s = case.run();
+    let last = terminated(app(&s, "a").last_state.as_ref());
+    assert_eq!(last.message.as_deref(), Some("config invalid"));
+    assert_eq!(last.container_id.as_deref(), Some("containerd://a0"));
+
+    // Waiting in back-off: the exited instance moves to lastState with it.
+    let mut case = Case::new(pod("Always", &[], &["a"]), vec![rc("a", 0, Exited, 3)]).wait(
+        "a",
+        "CrashLoopBackOff",
+        "back-off",
+    );
+    case.messages.insert("a0".into(), "config invalid".into());
+    let s = case.run();
+    let a = app(&s, "a");
+    assert_eq!(waiting_reason(a), Some("CrashLoopBackOff"));
+    let last = terminated(a.last_state.as_ref());
+    assert_eq!(last.message.as_deref(), Some("config invalid"));
+}
+
+#[test]
+fn termination_messages_share_12k_among_containers() {
+    // Three containers: 4096 bytes each, the start of the message kept.
+    let long = format!("{}{}", "a".repeat(4096), "b".repeat(100));
+    let mut case = Case::new(
+        pod("Never", &["i"], &["a", "b"]),
+        vec![
+            rc("i", 0, Exited, 0),
+            rc("a", 0, Exited, 1),
+            rc("b", 0, Exited, 1),
+        ],
+    );
+    case.messages.insert("a0".into(), long.clone());
+    case.messages.insert("b0".into(), "short".into());
+    case.messages.insert("i0".into(), "€".repeat(2000));
+    let s = case.run();
+    let message = |st: &K8sContainerStatus| terminated(st.state.as_ref()).message.clone();
+    assert_eq!(message(app(&s, "a")), Some("a".repeat(4096)));
+    assert_eq!(message(app(&s, "b")).as_deref(), Some("short"));
+    // Cut at a character boundary: 1365 three-byte characters fit in 4096.
+    assert_eq!(message(init(&s, "i")), Some("€".repeat(1365)));
+
+    // One container alone may use all 12 KiB.
+    let mut case = Case::new(pod("Never", &[], &["a"]), vec![rc("a", 0, Exited, 1)]);
+    case.messages.insert("a0".into(), "x".repeat(20_000));
+    let s = case.run();
+    assert_eq!(message(app(&s, "a")).map(|m| m.len()), Some(12 * 1024));
 }
 
 #[test]
@@ -1092,7 +1173,7 @@ proptest! {
             .map(|(n, r)| (names[n].to_string(), WaitingReason { reason: r.clone(), message: r }))
             .collect();
         let probes = HashMap::new();
-        let mut case = Case { pod: p, containers, waiting, probes, sandbox_ready, pod_ip: ip, previous: None, now };
+        let mut case = Case { pod: p, containers, waiting, probes, messages: HashMap::new(), sandbox_ready, pod_ip: ip, previous: None, now };
         if with_previous {
             case.previous = Some(case.run());
         }

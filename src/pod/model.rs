@@ -2,8 +2,8 @@
 //!
 //! Invariant: every `Pod` this module hands out has passed [`validate_pod`],
 //! so later stages (defaulting, the pod manager, the runtime plan) may rely on
-//! a name, a spec, at least one container with a non-empty image, and volume
-//! mounts that resolve. Nothing here reads files or clocks: callers pass the
+//! a name, a spec, at least one container with a non-empty image, volume
+//! mounts that resolve, and hostPath types from [`HOST_PATH_TYPES`]. Nothing here reads files or clocks: callers pass the
 //! bytes and an `origin` (path or URL) that only ever appears in messages.
 
 use std::collections::HashSet;
@@ -352,6 +352,20 @@ fn all_containers(spec: &PodSpec) -> impl Iterator<Item = (String, &Container, b
 /// A refusal: the field path and what is wrong with it.
 pub(super) type Invalid = (String, String);
 
+/// The values of `hostPath.type` the kubelet knows; "" (like no type at
+/// all) means "no check". The agent checks the host path against the type
+/// before the pod's sandbox is run.
+pub const HOST_PATH_TYPES: [&str; 8] = [
+    "",
+    "DirectoryOrCreate",
+    "Directory",
+    "FileOrCreate",
+    "File",
+    "Socket",
+    "CharDevice",
+    "BlockDevice",
+];
+
 /// Returns the declared volume names once they are known to be valid and unique.
 fn validate_volumes(spec: &PodSpec) -> Result<HashSet<&str>, Invalid> {
     let mut names = HashSet::new();
@@ -365,6 +379,14 @@ fn validate_volumes(spec: &PodSpec) -> Result<HashSet<&str>, Invalid> {
         }
         if !names.insert(volume.name.as_str()) {
             return Err((field, format!("duplicate volume name {:?}", volume.name)));
+        }
+        let kind = volume.host_path.as_ref().and_then(|h| h.type_.as_deref());
+        if let Some(kind) = kind.filter(|k| !HOST_PATH_TYPES.contains(k)) {
+            let expected: Vec<String> = HOST_PATH_TYPES.iter().map(|t| format!("{t:?}")).collect();
+            return Err((
+                format!("spec.volumes[{i}].hostPath.type"),
+                format!("{kind:?} is not one of {}", expected.join(", ")),
+            ));
         }
     }
     Ok(names)

@@ -1,5 +1,5 @@
 use super::*;
-use k8s_openapi::api::core::v1::{ContainerPort, Volume, VolumeMount};
+use k8s_openapi::api::core::v1::{ContainerPort, HostPathVolumeSource, Volume, VolumeMount};
 use proptest::prelude::*;
 
 const ORIGIN: &str = "/etc/kubernetes/manifests/web.yaml";
@@ -549,6 +549,43 @@ fn validate_refuses_each_problem() {
         let err = validate_pod(ORIGIN, &pod).expect_err(field);
         let text = assert_names(&err, Some(field));
         assert!(text.contains(words), "{text}");
+    }
+}
+
+#[test]
+fn host_path_type_must_be_known() {
+    let with_type = |kind: Option<&str>| {
+        let mut pod = valid_pod();
+        spec(&mut pod).volumes.as_mut().unwrap().push(Volume {
+            name: "etc".into(),
+            host_path: Some(HostPathVolumeSource {
+                path: "/etc/kubernetes/admin.conf".into(),
+                type_: kind.map(str::to_string),
+            }),
+            ..Default::default()
+        });
+        validate_pod(ORIGIN, &pod)
+    };
+    let known = [
+        None,
+        Some(""),
+        Some("DirectoryOrCreate"),
+        Some("Directory"),
+        Some("FileOrCreate"),
+        Some("File"),
+        Some("Socket"),
+        Some("CharDevice"),
+        Some("BlockDevice"),
+    ];
+    for kind in known {
+        assert_eq!(with_type(kind), Ok(()), "{kind:?}");
+    }
+    // Case matters, as in the API server; the field names the volume's index.
+    for kind in ["directory", "Dir", "FIFO", " File", "Symlink"] {
+        let err = with_type(Some(kind)).expect_err(kind);
+        let text = assert_names(&err, Some("spec.volumes[1].hostPath.type"));
+        assert!(text.contains(&format!("{kind:?} is not one of")), "{text}");
+        assert!(text.contains("\"FileOrCreate\""), "{text}");
     }
 }
 

@@ -16,6 +16,7 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::observe::observe_pod;
+use super::termination::read_message;
 
 mod hooks;
 mod start;
@@ -30,7 +31,10 @@ use crate::kuberuntime::observe::Observation;
 use crate::kuberuntime::plan::{
     self, Action, ContainerKind, DesiredContainer, DesiredPod, RestartPolicy,
 };
-use crate::kuberuntime::status::{StatusInput, WaitingReason, pod_status};
+use crate::kuberuntime::status::{
+    CONTAINER_CREATING, POD_INITIALIZING, StatusInput, WaitingReason, pod_status,
+};
+use crate::kuberuntime::termination::message_source;
 use crate::pod::view::StatusCache;
 use crate::pod::{self, Pod};
 use hooks::kill_container;
@@ -105,20 +109,7 @@ pub fn spawn(ctx: Arc<WorkerContext>, work: PodWork, cancel: CancellationToken) 
     let (tx, rx) = watch::channel(work);
     let wake = Arc::new(Notify::new());
     let gone = CancellationToken::new();
-    let worker = Worker {
-        ctx,
-        wake: wake.clone(),
-        cancel: cancel.clone(),
-        gone: gone.clone(),
-        prober: None,
-        pod_ip: String::new(),
-        backoff: BackOff::default(),
-        pull_failures: HashMap::new(),
-        waiting: HashMap::new(),
-        start_time: None,
-        previous: None,
-        errors: 0,
-    };
+    let worker = Worker::new(ctx, wake.clone(), cancel.clone(), gone.clone());
     tokio::spawn(worker.run(rx, wake.clone(), cancel));
     WorkerHandle {
         work: tx,
@@ -181,6 +172,12 @@ struct Worker {
     pull_failures: HashMap<String, (i64, String)>,
     /// Why containers are not running, for the status.
     waiting: HashMap<String, WaitingReason>,
+    /// The failed hostPath check that keeps the sandbox from being run
+    /// (every container waits on it), until a check passes.
+    volume_error: Option<String>,
+    /// Termination messages of exited containers, by container ID: each is
+    /// read once, and forgotten when the container leaves the observation.
+    messages: HashMap<String, String>,
     start_time: Option<jiff::Timestamp>,
     previous: Option<PodStatus>,
     /// Consecutive failed syncs, for the retry delay.
@@ -193,6 +190,30 @@ fn retry_delay(errors: u32) -> Duration {
 }
 
 impl Worker {
+    fn new(
+        ctx: Arc<WorkerContext>,
+        wake: Arc<Notify>,
+        cancel: CancellationToken,
+        gone: CancellationToken,
+    ) -> Worker {
+        Worker {
+            ctx,
+            wake,
+            cancel,
+            gone,
+            prober: None,
+            pod_ip: String::new(),
+            backoff: BackOff::default(),
+            pull_failures: HashMap::new(),
+            waiting: HashMap::new(),
+            volume_error: None,
+            messages: HashMap::new(),
+            start_time: None,
+            previous: None,
+            errors: 0,
+        }
+    }
+
     async fn run(
         mut self,
         mut rx: watch::Receiver<PodWork>,
@@ -442,15 +463,17 @@ impl Worker {
                 self.waiting.remove(&c.metadata.name);
             }
         }
+        self.read_messages(pod, obs);
+        let waiting = self.waiting_with_volume_error(pod);
         let status = pod_status(&StatusInput {
             pod,
             sandbox_ready,
             pod_ip: &pod_ip,
             host_ip: &self.ctx.node.host_ip,
             containers: &obs.containers,
-            waiting: &self.waiting,
-            // Filled in by the prober's driver (issue 12); none yet.
+            waiting: &waiting,
             probes: &probes,
+            messages: &self.messages,
             start_time: start,
             runtime_name: &self.ctx.runtime_name,
             previous: self.previous.as_ref(),
@@ -475,6 +498,46 @@ impl Worker {
             self.ctx.status_changed.send_replace(());
         }
     }
+
+    /// Reads the termination message of every exited container not read
+    /// yet (the container is done writing it), and forgets the ones no
+    /// longer observed. Small bounded reads, so done inline.
+    fn read_messages(&mut self, pod: &Pod, obs: &Observation) {
+        self.messages
+            .retain(|id, _| obs.containers.iter().any(|c| &c.id == id));
+        for c in &obs.containers {
+            if self.messages.contains_key(&c.id) {
+                continue;
+            }
+            if let Some(source) = message_source(&self.ctx.node, pod, c) {
+                self.messages.insert(c.id.clone(), read_message(&source));
+            }
+        }
+    }
+
+    /// The waiting reasons for the status; while a hostPath check fails,
+    /// every container waits where the kubelet's would (ContainerCreating,
+    /// or PodInitializing in a pod with init containers) with its message.
+    fn waiting_with_volume_error(&self, pod: &Pod) -> HashMap<String, WaitingReason> {
+        let mut waiting = self.waiting.clone();
+        let (Some(message), Some(spec)) = (&self.volume_error, pod.spec.as_ref()) else {
+            return waiting;
+        };
+        let inits = spec.init_containers.as_deref().unwrap_or_default();
+        let reason = if inits.is_empty() {
+            CONTAINER_CREATING
+        } else {
+            POD_INITIALIZING
+        };
+        for c in inits.iter().chain(&spec.containers) {
+            let w = WaitingReason {
+                reason: reason.into(),
+                message: message.clone(),
+            };
+            waiting.insert(c.name.clone(), w);
+        }
+        waiting
+    }
 }
 
 fn refused(e: mapping::MappingError) -> RuntimeError {
@@ -490,3 +553,6 @@ fn work_name(w: &PodWork) -> String {
         PodWork::Terminate { full_name, .. } => full_name.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,10 +1,13 @@
-//! Starting a pod: its directories, the sandbox, image pulls (with the
-//! pull back-off) and each container. Part of the pod worker.
+//! Starting a pod: its hostPath checks and directories, the sandbox, image
+//! pulls (with the pull back-off) and each container with its
+//! termination-message file. Part of the pod worker.
 //!
 //! Invariant: every step acts on the sandbox the sync observed or just
 //! created; failures are returned to the sync, which records and retries.
 
 use super::*;
+use crate::agent::hostpath::check_volumes;
+use crate::agent::termination::create_message_file;
 
 impl Worker {
     pub(super) async fn create_sandbox(
@@ -13,6 +16,17 @@ impl Worker {
         attempt: u32,
     ) -> Result<String, RuntimeError> {
         let rt = self.ctx.runtime.clone();
+        // The kubelet sets up volumes before the sandbox; a failed check
+        // leaves the pod Pending and is retried with the sync.
+        if let Err(e) = check_volumes(pod) {
+            let message = e.to_string();
+            self.volume_error = Some(message.clone());
+            return Err(RuntimeError::Refused {
+                op: "volume setup",
+                message,
+            });
+        }
+        self.volume_error = None;
         let config = mapping::sandbox_config(&self.ctx.node, pod, attempt).map_err(refused)?;
         prepare_dirs(&self.ctx.node, pod).map_err(|e| RuntimeError::Refused {
             op: "RunPodSandbox",
@@ -108,6 +122,24 @@ impl Worker {
             );
             refused(e)
         })?;
+        if mapping::termination_message_path(&container).is_some() {
+            let file =
+                mapping::termination_message_file(&self.ctx.node, pod::uid(pod), name, attempt);
+            if let Err(e) = create_message_file(&file) {
+                let message = format!("creating termination message file {}: {e}", file.display());
+                self.waiting.insert(
+                    name.to_string(),
+                    WaitingReason {
+                        reason: "CreateContainerConfigError".into(),
+                        message: message.clone(),
+                    },
+                );
+                return Err(RuntimeError::Refused {
+                    op: "CreateContainer",
+                    message,
+                });
+            }
+        }
         if restart {
             self.backoff.next(name, now);
         }

@@ -49,9 +49,7 @@ impl Worker {
                 tracing::warn!(pod = full_name, error = %e, "could not remove the pod cgroup");
             }
         }
-        if let Some(p) = pod {
-            remove_dirs(&self.ctx.node, p);
-        }
+        remove_dirs(&self.ctx.node, uid, pod);
         self.ctx
             .statuses
             .write()
@@ -109,10 +107,19 @@ pub(super) async fn kill_all(
     Ok(())
 }
 
-/// Removes the pod's directory under the root dir and its logs.
-pub(super) fn remove_dirs(node: &NodeContext, pod: &Pod) {
-    let pod_dir = node.root_dir.join("pods").join(pod::uid(pod));
-    for dir in [pod_dir, mapping::pod_log_dir(node, pod)] {
+/// Removes the pod's directory under the root dir (emptyDirs and
+/// termination-message files) and, when the spec is known, its logs (their
+/// directory is named after the pod, not only its UID).
+pub(super) fn remove_dirs(node: &NodeContext, uid: &str, pod: Option<&Pod>) {
+    // A UID that is not one plain name must never widen the removal to
+    // `pods/` itself or beyond it.
+    let plain = matches!(
+        std::path::Path::new(uid).components().collect::<Vec<_>>()[..],
+        [std::path::Component::Normal(_)]
+    );
+    let pod_dir = plain.then(|| node.root_dir.join("pods").join(uid));
+    let log_dir = pod.map(|p| mapping::pod_log_dir(node, p));
+    for dir in pod_dir.into_iter().chain(log_dir) {
         if let Err(e) = std::fs::remove_dir_all(&dir) {
             if e.kind() != std::io::ErrorKind::NotFound {
                 tracing::warn!(dir = %dir.display(), error = %e, "could not remove pod directory");

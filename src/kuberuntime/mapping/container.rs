@@ -1,5 +1,6 @@
 //! One container's config for CreateContainer: image, command, env,
-//! mounts, log path, resources and security, with the kubelet's labels.
+//! mounts (the volumes', then the termination-message file's), log path,
+//! resources and security, with the kubelet's labels.
 //! Part of `mapping`.
 //!
 //! Invariant: pure, like the rest of the mapping.
@@ -36,6 +37,8 @@ pub fn container_config(
         termination_grace_period: spec(pod).termination_grace_period_seconds,
         deletion_grace_period: pod.metadata.deletion_grace_period_seconds,
     };
+    let mut all_mounts = mounts(ctx, pod, container, &envs, security.privileged, &field)?;
+    all_mounts.extend(termination_message_mount(ctx, pod, container, attempt));
     Ok(ContainerConfig {
         metadata: ContainerMetadata {
             name: container.name.clone(),
@@ -45,7 +48,7 @@ pub fn container_config(
         command: expand_all(&container.command),
         args: expand_all(&container.args),
         working_dir: container.working_dir.clone().unwrap_or_default(),
-        mounts: mounts(ctx, pod, container, &envs, security.privileged, &field)?,
+        mounts: all_mounts,
         envs,
         labels: labels.to_labels(),
         annotations: labels.to_annotations(),
@@ -55,5 +58,24 @@ pub fn container_config(
         tty: container.tty.unwrap_or(false),
         resources: Some(resources(ctx, pod, container)?),
         security: Some(security),
+    })
+}
+
+/// The read-write bind of this instance's termination-message file, after
+/// the volume mounts as the kubelet orders them; none for an empty path.
+fn termination_message_mount(
+    ctx: &NodeContext,
+    pod: &Pod,
+    container: &Container,
+    attempt: u32,
+) -> Option<Mount> {
+    let path = termination_message_path(container)?;
+    let file = termination_message_file(ctx, uid(pod), &container.name, attempt);
+    Some(Mount {
+        container_path: path.to_owned(),
+        host_path: file.to_string_lossy().into_owned(),
+        readonly: false,
+        selinux_relabel: false,
+        propagation: MountPropagation::Private,
     })
 }

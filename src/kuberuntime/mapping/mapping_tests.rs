@@ -787,12 +787,20 @@ fn container_mounts() {
         ),
     ];
     let env = json!([{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]);
+    // Every container also gets its termination-message file, last.
+    let termination = mount(
+        "/dev/termination-log",
+        format!("/var/lib/crilet/pods/{UID}/containers/app/0"),
+        false,
+        MountPropagation::Private,
+    );
     for (vm, want) in rows {
         let p = pod_one(
             json!({"volumeMounts": [vm], "env": env}),
             json!({"volumes": volumes}),
         );
-        assert_eq!(map_app(&p).unwrap().mounts, vec![want], "{vm}");
+        let got = map_app(&p).unwrap().mounts;
+        assert_eq!(got, vec![want, termination.clone()], "{vm}");
     }
     let privileged = pod_one(
         json!({"volumeMounts": [{"name": "host", "mountPath": "/d", "mountPropagation": "Bidirectional"}], "securityContext": {"privileged": true}}),
@@ -846,6 +854,60 @@ fn container_mounts() {
         assert_eq!(field_of(&err), field, "{vm}");
         assert!(err.to_string().contains(mentioned), "{err}");
     }
+}
+
+#[test]
+fn termination_message_mount() {
+    let termination_mounts = |container: Value, restart_count: u32, attempt: u32| {
+        let p = pod_one(container, json!({}));
+        let config = container_config(&ctx(), &p, app(&p), restart_count, attempt, "").unwrap();
+        let hash = config.annotations[CONTAINER_HASH_ANNOTATION].clone();
+        let mounts: Vec<Mount> = config
+            .mounts
+            .into_iter()
+            .filter(|m| m.host_path.contains("/containers/"))
+            .collect();
+        (mounts, hash)
+    };
+    let file = |attempt: u32| format!("/var/lib/crilet/pods/{UID}/containers/app/{attempt}");
+    let rw = |container_path: &str, host_path: String| Mount {
+        container_path: container_path.into(),
+        host_path,
+        readonly: false,
+        selinux_relabel: false,
+        propagation: MountPropagation::Private,
+    };
+    // Named by the attempt (new for every instance), not the restart count.
+    let rows = [
+        (json!({}), 0, 0, vec![rw("/dev/termination-log", file(0))]),
+        (json!({}), 1, 3, vec![rw("/dev/termination-log", file(3))]),
+        (
+            json!({"terminationMessagePath": "/tmp/status"}),
+            0,
+            1,
+            vec![rw("/tmp/status", file(1))],
+        ),
+        (
+            json!({"terminationMessagePath": "/dev/termination-log"}),
+            2,
+            2,
+            vec![rw("/dev/termination-log", file(2))],
+        ),
+        (json!({"terminationMessagePath": ""}), 0, 0, vec![]),
+    ];
+    for (container, restart_count, attempt, want) in rows {
+        let (got, _) = termination_mounts(container.clone(), restart_count, attempt);
+        assert_eq!(got, want, "{container} attempt {attempt}");
+    }
+    assert_eq!(
+        termination_message_file(&ctx(), UID, "app", 4),
+        PathBuf::from(file(4))
+    );
+    // The file differs per instance; the spec hash does not.
+    let (first, hash_0) = termination_mounts(json!({}), 0, 0);
+    let (second, hash_1) = termination_mounts(json!({}), 1, 1);
+    assert_ne!(first, second);
+    assert_eq!(hash_0, hash_1);
 }
 
 #[test]
@@ -1343,6 +1405,11 @@ fn exact_output_for_host_network_busybox() {
                 container_path: "/host/etc".into(),
                 host_path: "/etc".into(),
                 readonly: true,
+                ..Default::default()
+            },
+            Mount {
+                container_path: "/dev/termination-log".into(),
+                host_path: format!("/var/lib/crilet/pods/{UID}/containers/hello/0"),
                 ..Default::default()
             },
         ],

@@ -6,19 +6,26 @@
 //! [`NodeContext`]. The same pod and context always map to the same
 //! configs, which is what lets [`container_hash`] stand for "spec changed".
 //!
+//! What the kubelet makes on the host before a container starts is named
+//! here deterministically and made by the worker: the emptyDir directories
+//! ([`empty_dir_path`], before the sandbox) and the termination-message
+//! file of each container instance ([`termination_message_file`], before
+//! CreateContainer, mounted read-write at `terminationMessagePath`). That
+//! file is named by the attempt where the kubelet draws random hex, so the
+//! mapping stays pure; the spec hash does not cover it.
+//!
 //! Kubelet behaviour deliberately left out (a pure mapping cannot do it, or
 //! crilet has no use for it):
-//! - the `/etc/hosts` and termination-log bind mounts: the kubelet writes
-//!   those files on the host first; here the image's `/etc/hosts` is used
-//!   and `/dev/termination-log` stays inside the container;
+//! - the `/etc/hosts` bind mount: the kubelet writes that file on the host
+//!   first; here the image's `/etc/hosts` is used;
 //! - RuntimeClass: `runtime_handler` stays empty (the default handler);
 //! - a cluster DNS: crilet has none, so ClusterFirst and
 //!   ClusterFirstWithHostNet fall back to the node's resolver, as the
 //!   kubelet does when started without `--cluster-dns`;
 //! - service-link environment variables, and the image-user check behind
 //!   `runAsNonRoot` (only an explicit `runAsUser: 0` is refused);
-//! - hostPath `type` checks, and creating emptyDir or subPath directories:
-//!   the worker creates [`empty_dir_path`] before CreateContainer. emptyDir
+//! - hostPath `type` checks (the worker runs them before the sandbox, see
+//!   `agent::hostpath`), and creating subPath directories. emptyDir
 //!   `medium: Memory` and `sizeLimit` are not honoured (a plain directory).
 
 mod container;
@@ -193,6 +200,32 @@ pub fn container_log_path(container_name: &str, restart_count: u32) -> String {
 pub fn empty_dir_path(ctx: &NodeContext, pod: &Pod, volume: &str) -> PathBuf {
     let volumes = ctx.root_dir.join("pods").join(uid(pod)).join("volumes");
     volumes.join("kubernetes.io~empty-dir").join(volume)
+}
+
+/// Where the container writes its termination message: its
+/// `terminationMessagePath`, the default when unset (what the API
+/// defaulting would give it), none when set to "" (then nothing is mounted).
+pub fn termination_message_path(container: &Container) -> Option<&str> {
+    match container.termination_message_path.as_deref() {
+        Some("") => None,
+        Some(path) => Some(path),
+        None => Some(DEFAULT_TERMINATION_MESSAGE_PATH),
+    }
+}
+
+/// The host file behind one container instance's termination message:
+/// `<root>/pods/<uid>/containers/<container>/<attempt>`. The kubelet names
+/// it with 8 random hex digits; the attempt keeps the mapping pure and is
+/// still new for every instance (CRI reserves a name per attempt), and it
+/// can be recomputed from a runtime container's metadata alone.
+pub fn termination_message_file(
+    ctx: &NodeContext,
+    pod_uid: &str,
+    container: &str,
+    attempt: u32,
+) -> PathBuf {
+    let dir = ctx.root_dir.join("pods").join(pod_uid).join("containers");
+    dir.join(container).join(attempt.to_string())
 }
 
 /// FNV-1a (64 bit) over the container's JSON: any spec change changes it,

@@ -1,0 +1,220 @@
+//! The worker's host-file steps against the fake runtime and a temporary
+//! root dir: hostPath checks before the sandbox, termination-message files
+//! before each container and their messages in the status.
+
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use crate::agent::prober::handlers::fake::FakeHandlers;
+use crate::cri::{ContainerFilter, DnsConfig, FakeRuntime};
+use crate::pod::defaults::apply_api_defaults;
+use k8s_openapi::api::core::v1::{ContainerState as K8sState, ContainerStateTerminated};
+
+fn worker(rt: Arc<FakeRuntime>, root: &Path) -> Worker {
+    worker_with(rt, root, Arc::new(FakeHandlers::new()))
+}
+
+/// A worker whose probes and hooks answer from `handlers`.
+fn worker_with(rt: Arc<FakeRuntime>, root: &Path, handlers: Arc<FakeHandlers>) -> Worker {
+    let (done, _) = mpsc::unbounded_channel();
+    let ctx = WorkerContext {
+        runtime: rt,
+        runtime_name: "fake".into(),
+        node: NodeContext {
+            node_name: "node-1".into(),
+            root_dir: root.to_path_buf(),
+            cgroup_root: "/".into(),
+            host_dns: DnsConfig::default(),
+            host_ip: "10.0.0.1".into(),
+            memory_capacity: 1 << 30,
+        },
+        statuses: StatusCache::default(),
+        status_changed: watch::channel(()).0,
+        cgroup_fs: root.join("cgroup"),
+        done,
+        prober: Arc::new(ProberContext {
+            runner: handlers.clone(),
+            recorder: None,
+            agent_started: jiff::Timestamp::now(),
+            node_ip: "10.0.0.1".into(),
+        }),
+        hooks: handlers,
+    };
+    Worker::new(
+        Arc::new(ctx),
+        Arc::new(Notify::new()),
+        CancellationToken::new(),
+        CancellationToken::new(),
+    )
+}
+
+fn pod(container: serde_json::Value, volumes: serde_json::Value) -> Pod {
+    let mut c = serde_json::json!({"name": "app", "image": "busybox", "imagePullPolicy": "Never"});
+    for (k, v) in container.as_object().unwrap() {
+        c[k] = v.clone();
+    }
+    let mut pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web", "namespace": "default", "uid": "u1"},
+        "spec": {"restartPolicy": "Never", "containers": [c], "volumes": volumes}
+    }))
+    .unwrap();
+    apply_api_defaults(&mut pod);
+    pod
+}
+
+fn fake() -> Arc<FakeRuntime> {
+    let rt = Arc::new(FakeRuntime::new());
+    rt.add_image("busybox", 1);
+    rt
+}
+
+async fn only_container(rt: &FakeRuntime) -> String {
+    let list = rt
+        .list_containers(&ContainerFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(list.len(), 1);
+    list[0].id.clone()
+}
+
+fn app_state(w: &Worker) -> K8sState {
+    let status = w.previous.as_ref().unwrap();
+    let app = &status.container_statuses.as_ref().unwrap()[0];
+    app.state.clone().unwrap()
+}
+
+fn terminated(w: &Worker) -> ContainerStateTerminated {
+    app_state(w).terminated.expect("terminated")
+}
+
+#[tokio::test]
+async fn termination_message_file_is_made_mounted_and_read_once() {
+    let root = tempfile::tempdir().unwrap();
+    let rt = fake();
+    let mut w = worker(rt.clone(), root.path());
+    let pod = pod(serde_json::json!({}), serde_json::json!([]));
+
+    w.sync(&pod).await.unwrap();
+    let id = only_container(&rt).await;
+    let file = root.path().join("pods/u1/containers/app/0");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o666);
+    let status = rt.container_status(&id).await.unwrap();
+    let mount = status
+        .mounts
+        .iter()
+        .find(|m| m.container_path == "/dev/termination-log");
+    assert_eq!(mount.map(|m| Path::new(&m.host_path)), Some(file.as_path()));
+    assert!(!mount.unwrap().readonly);
+
+    // The container writes its message and exits.
+    std::fs::write(&file, "migrations failed").unwrap();
+    rt.exit_container(&id, 1);
+    w.sync(&pod).await.unwrap();
+    assert_eq!(terminated(&w).message.as_deref(), Some("migrations failed"));
+    // Read once: later changes to the file do not show.
+    std::fs::write(&file, "something else").unwrap();
+    w.sync(&pod).await.unwrap();
+    assert_eq!(terminated(&w).message.as_deref(), Some("migrations failed"));
+}
+
+#[tokio::test]
+async fn fallback_to_logs_on_error_reads_the_log_tail() {
+    let root = tempfile::tempdir().unwrap();
+    let rt = fake();
+    let mut w = worker(rt.clone(), root.path());
+    let policy = serde_json::json!({"terminationMessagePolicy": "FallbackToLogsOnError"});
+    let pod = pod(policy, serde_json::json!([]));
+
+    w.sync(&pod).await.unwrap();
+    let id = only_container(&rt).await;
+    // The fake reports the mapping's relative log path, under the pod's log dir.
+    let log = root.path().join("logs/default_web_u1/app/0.log");
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    std::fs::write(
+        &log,
+        "2024-05-01T10:00:00.1Z stdout F starting\n\
+         2024-05-01T10:00:00.2Z stderr P fatal: \n\
+         2024-05-01T10:00:00.3Z stderr F no config\n",
+    )
+    .unwrap();
+    rt.exit_container(&id, 2);
+    w.sync(&pod).await.unwrap();
+    assert_eq!(
+        terminated(&w).message.as_deref(),
+        Some("starting\nfatal: no config\n")
+    );
+}
+
+#[tokio::test]
+async fn failed_host_path_check_keeps_the_pod_pending_until_it_passes() {
+    let root = tempfile::tempdir().unwrap();
+    let rt = fake();
+    let mut w = worker(rt.clone(), root.path());
+    let conf = root.path().join("etc/kubernetes/scheduler.conf");
+    let volumes = serde_json::json!([{
+        "name": "kubeconfig",
+        "hostPath": {"path": conf, "type": "FileOrCreate"}
+    }]);
+    let mount = serde_json::json!({"volumeMounts": [{"name": "kubeconfig", "mountPath": "/etc/kubernetes/scheduler.conf", "readOnly": true}]});
+    let pod = pod(mount, volumes);
+
+    let err = w.sync(&pod).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("MountVolume.SetUp failed for volume \"kubeconfig\""),
+        "{err}"
+    );
+    assert!(
+        !rt.ops().contains(&"RunPodSandbox"),
+        "no sandbox before the volumes"
+    );
+    let status = w.previous.clone().unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Pending"));
+    let waiting = app_state(&w).waiting.unwrap();
+    assert_eq!(waiting.reason.as_deref(), Some("ContainerCreating"));
+    let message = waiting.message.unwrap();
+    assert!(
+        message.contains(&format!("open {}", conf.display())),
+        "{message}"
+    );
+
+    // The parent appears (kubeadm wrote /etc/kubernetes): the retry passes,
+    // makes the file, and the message goes.
+    std::fs::create_dir_all(conf.parent().unwrap()).unwrap();
+    w.sync(&pod).await.unwrap();
+    assert!(conf.is_file());
+    assert!(rt.ops().contains(&"RunPodSandbox"));
+    assert!(app_state(&w).running.is_some());
+}
+
+#[test]
+fn remove_dirs_takes_the_pod_dir_even_without_a_spec_and_nothing_wider() {
+    let root = tempfile::tempdir().unwrap();
+    let node = worker(fake(), root.path()).ctx.node.clone();
+    let made = |rel: &str| {
+        let dir = root.path().join(rel);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    };
+    let orphan = made("pods/u1/containers/app");
+    let other = made("pods/u2/containers/app");
+    let logs = made("logs/default_web_u2/app");
+    // An orphan (no spec): its pod dir goes, termination files with it.
+    stop::remove_dirs(&node, "u1", None);
+    assert!(!orphan.parent().unwrap().parent().unwrap().exists());
+    assert!(other.exists());
+    // UIDs that are not one plain name remove nothing.
+    for uid in ["", ".", "..", "u2/..", "/"] {
+        stop::remove_dirs(&node, uid, None);
+        assert!(other.exists(), "{uid:?}");
+    }
+    // With the spec, the logs go too.
+    let mut web = pod(serde_json::json!({}), serde_json::json!([]));
+    web.metadata.uid = Some("u2".into());
+    stop::remove_dirs(&node, "u2", Some(&web));
+    assert!(!root.path().join("pods/u2").exists());
+    assert!(!logs.parent().unwrap().exists());
+    assert!(root.path().join("pods").exists());
+}
