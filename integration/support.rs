@@ -167,23 +167,27 @@ where
 
 /// GET over plain HTTP/1.1 on 127.0.0.1: (status code, body).
 pub fn http_get(port: u16, path: &str) -> (u16, String) {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    try_http_get(port, path).unwrap_or_else(|e| panic!("GET {path} on port {port}: {e}"))
+}
+
+/// As [`http_get`], with the connection's error instead of a panic (a
+/// server still starting refuses).
+pub fn try_http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
     write!(
         s,
         "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
+    )?;
     let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
+    s.read_to_string(&mut raw)?;
     let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
     let code = head
         .split_whitespace()
         .nth(1)
-        .unwrap_or("0")
-        .parse()
-        .unwrap();
-    (code, body.to_string())
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    Ok((code, body.to_string()))
 }
 
 /// A port free on 127.0.0.1 right now.
