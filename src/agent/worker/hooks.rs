@@ -36,20 +36,30 @@ fn address<'a>(ctx: &'a WorkerContext, pod: &Pod, pod_ip: &'a str) -> PodAddress
     }
 }
 
-/// Runs one hook of `container` (instance `id`); `Err` says why it failed.
+/// The container instance a hook runs for.
+struct HookTarget<'a> {
+    pod: &'a Pod,
+    container: &'a Container,
+    /// Empty for host-network pods (the node IP stands in).
+    pod_ip: &'a str,
+    /// Bare CRI container ID.
+    id: &'a str,
+}
+
+/// Runs one hook of the target; `Err` says why it failed.
 async fn run_hook(
     ctx: &WorkerContext,
-    pod: &Pod,
-    container: &Container,
-    pod_ip: &str,
-    id: &str,
+    target: &HookTarget<'_>,
     hook: &LifecycleHandler,
     exec_timeout: Option<Duration>,
     cancel: &CancellationToken,
 ) -> Result<(), String> {
+    let addr = address(ctx, target.pod, target.pod_ip);
     let action = LifecycleAction::from_handler(hook)
-        .and_then(|a| hook_action(&a, container, &address(ctx, pod, pod_ip)))?;
-    ctx.hooks.run_hook(id, &action, exec_timeout, cancel).await
+        .and_then(|a| hook_action(&a, target.container, &addr))?;
+    ctx.hooks
+        .run_hook(target.id, &action, exec_timeout, cancel)
+        .await
 }
 
 /// Stops container `id` (named `name`) of `pod` within `grace` seconds: its
@@ -75,16 +85,13 @@ pub async fn kill_container(
         let limit = Duration::from_secs(grace as u64);
         // Bounded by the grace period only, as in the kubelet.
         let never = CancellationToken::new();
-        let run = run_hook(
-            ctx,
+        let target = HookTarget {
             pod,
             container,
             pod_ip,
             id,
-            pre_stop,
-            Some(limit),
-            &never,
-        );
+        };
+        let run = run_hook(ctx, &target, pre_stop, Some(limit), &never);
         let full_name = pod::full_name(pod);
         match tokio::time::timeout(limit, run).await {
             Ok(Ok(())) => {}
@@ -128,7 +135,13 @@ impl Worker {
             return Ok(());
         };
         let ctx = self.ctx.clone();
-        let result = run_hook(&ctx, pod, container, pod_ip, id, hook, None, &self.gone).await;
+        let target = HookTarget {
+            pod,
+            container,
+            pod_ip,
+            id,
+        };
+        let result = run_hook(&ctx, &target, hook, None, &self.gone).await;
         let Err(message) = result else {
             return Ok(());
         };
