@@ -185,6 +185,19 @@ async fn exec_readiness_follows_a_file_everywhere() {
     .await
     .unwrap_or_else(|| panic!("mirror Ready: {:?}\n{}", mirror_ready(), agent.logs()));
 
+    // Every run is counted under the kubelet's metric names.
+    let (_, metrics) = crate::support::http_get(port, "/metrics");
+    for result in ["failed", "successful"] {
+        let series = format!(
+            "prober_probe_total{{probe_type=\"Readiness\",result=\"{result}\",container=\"main\",pod=\"ready-{NODE}\",namespace=\"default\""
+        );
+        assert!(metrics.contains(&series), "no {series} in\n{metrics}");
+    }
+    assert!(
+        metrics.contains("prober_probe_duration_seconds_count{probe_type=\"Readiness\""),
+        "{metrics}"
+    );
+
     // True → False.
     exec_in(&rt, "ready", "rm /tmp/ready").await;
     let t = Instant::now();

@@ -1,6 +1,6 @@
 //! The prober of one pod (the kubelet's prober manager, per pod): one task
 //! per (container, probe type), each driving a
-//! [`ProbeState`](crate::kuberuntime::prober::ProbeState) on its period and
+//! [`ProbeState`] on its period and
 //! running its handler when the machine says so.
 //!
 //! Invariants: probe tasks never change the runtime (an exec probe only
