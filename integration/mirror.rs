@@ -13,6 +13,11 @@ const LIMIT: Duration = Duration::from_secs(30);
 
 /// An agent that mirrors its pods to `api` (a kubeconfig for the node).
 pub async fn start(api: &ApiServer) -> AgentProcess {
+    start_with(api, &[])
+}
+
+/// As [`start`], with more flags.
+pub fn start_with(api: &ApiServer, extra_args: &[String]) -> AgentProcess {
     let dir = tempfile::Builder::new()
         .prefix("crilet-kube-")
         .tempdir()
@@ -21,7 +26,9 @@ pub async fn start(api: &ApiServer) -> AgentProcess {
     // The kubeconfig must outlive the agent: keep the directory.
     let path = kubeconfig.to_string_lossy().into_owned();
     std::mem::forget(dir);
-    AgentProcess::start_with(&["--kubeconfig".to_string(), path])
+    let mut args = vec!["--kubeconfig".to_string(), path];
+    args.extend_from_slice(extra_args);
+    AgentProcess::start_with(&args)
 }
 
 /// Waits for the mirror pod of static pod `name` that passes `check`.

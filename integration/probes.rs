@@ -15,20 +15,10 @@ const LIMIT: Duration = Duration::from_secs(40);
 
 /// An agent that mirrors to `api` and serves `/pods` on `http_port`.
 pub fn agent_with_api(api: &ApiServer, http_port: u16) -> AgentProcess {
-    let dir = tempfile::Builder::new()
-        .prefix("crilet-kube-")
-        .tempdir()
-        .unwrap();
-    let kubeconfig = api.kubeconfig(dir.path(), NODE);
-    let path = kubeconfig.to_string_lossy().into_owned();
-    // The kubeconfig must outlive the agent: keep the directory.
-    std::mem::forget(dir);
-    AgentProcess::start_with(&[
-        "--kubeconfig".into(),
-        path,
-        "--http-address".into(),
-        format!("127.0.0.1:{http_port}"),
-    ])
+    crate::mirror::start_with(
+        api,
+        &["--http-address".into(), format!("127.0.0.1:{http_port}")],
+    )
 }
 
 /// An agent without API server, serving `/pods` on `http_port`.
