@@ -6,6 +6,7 @@ use super::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use crate::agent::prober::clock::TokioClock;
 use crate::agent::prober::handlers::fake::FakeHandlers;
 use crate::cri::{ContainerFilter, DnsConfig, FakeRuntime};
 use crate::pod::defaults::apply_api_defaults;
@@ -15,7 +16,8 @@ fn worker(rt: Arc<FakeRuntime>, root: &Path) -> Worker {
     worker_with(rt, root, Arc::new(FakeHandlers::new()))
 }
 
-/// A worker whose probes and hooks answer from `handlers`.
+/// A worker whose probes and hooks answer from `handlers`. Probes follow
+/// tokio's clock (paused tests move them) and start without jitter.
 fn worker_with(rt: Arc<FakeRuntime>, root: &Path, handlers: Arc<FakeHandlers>) -> Worker {
     let (done, _) = mpsc::unbounded_channel();
     let ctx = WorkerContext {
@@ -36,8 +38,9 @@ fn worker_with(rt: Arc<FakeRuntime>, root: &Path, handlers: Arc<FakeHandlers>) -
         prober: Arc::new(ProberContext {
             runner: handlers.clone(),
             recorder: None,
-            agent_started: jiff::Timestamp::now(),
+            agent_started: jiff::Timestamp::now() - jiff::SignedDuration::from_hours(24),
             node_ip: "10.0.0.1".into(),
+            clock: Arc::new(TokioClock::new(jiff::Timestamp::now())),
         }),
         hooks: handlers,
     };
