@@ -409,3 +409,7 @@ pub fn kill_message(u: &Unhealthy) -> String {
         u.probe_type.as_str().to_lowercase()
     )
 }
+
+#[cfg(test)]
+#[path = "manager_tests.rs"]
+mod tests;
