@@ -556,3 +556,6 @@ fn work_name(w: &PodWork) -> String {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod hooks_tests;
