@@ -224,6 +224,15 @@ impl PodProber {
         )
     }
 
+    /// Puts back failures the worker could not act on (its kill failed),
+    /// ahead of newer ones: the probe holds for that instance and will not
+    /// report it again, so only this brings the kill back on the retry.
+    pub fn return_unhealthy(&self, failures: Vec<Unhealthy>) {
+        let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        let newer = std::mem::replace(&mut shared.unhealthy, failures);
+        shared.unhealthy.extend(newer);
+    }
+
     pub fn stop(&self) {
         self.cancel.cancel();
     }

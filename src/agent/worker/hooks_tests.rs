@@ -165,6 +165,22 @@ async fn a_liveness_failure_stops_the_container_with_the_probe_s_grace_and_resta
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_liveness_kill_that_fails_is_tried_again_on_the_next_sync() {
+    let root = tempfile::tempdir().unwrap();
+    let (pod, handlers) = failing_liveness();
+    let (mut w, rt, first) = running(root.path(), &handlers, &pod).await;
+    probe_wakes(&w).await;
+
+    rt.fail_next("StopContainer", tonic::Status::unavailable("runtime busy"));
+    assert!(w.sync(&pod).await.is_err());
+    assert_eq!(containers(&rt).await[0].2, ContainerState::Running);
+    // The probe holds (it failed this instance); the worker's retry must
+    // remember the failure.
+    w.sync(&pod).await.unwrap();
+    assert_eq!(rt.stop_timeouts(), [(first, secs(5))]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_liveness_failure_with_restart_policy_never_stops_for_good() {
     let root = tempfile::tempdir().unwrap();
     let (mut pod, handlers) = failing_liveness();
