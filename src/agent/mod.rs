@@ -120,6 +120,7 @@ impl Agent {
                 recorder: self.probe_recorder.clone(),
                 agent_started: jiff::Timestamp::now(),
                 node_ip: self.node.host_ip.clone(),
+                clock: Arc::new(prober::clock::SystemClock),
             }),
             hooks: handlers,
         });

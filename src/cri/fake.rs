@@ -29,6 +29,7 @@ struct State {
     sandbox_image: Option<String>,
     exec_results: VecDeque<ExecSyncResult>,
     exec_timeouts: Vec<Duration>,
+    stop_timeouts: Vec<(String, Duration)>,
 }
 
 #[derive(Debug, Clone)]
@@ -98,6 +99,11 @@ impl FakeRuntime {
     /// The timeouts ExecSync was called with, in order.
     pub fn exec_timeouts(&self) -> Vec<Duration> {
         self.state.lock().unwrap().exec_timeouts.clone()
+    }
+
+    /// StopContainer's (id, timeout) per call, in order.
+    pub fn stop_timeouts(&self) -> Vec<(String, Duration)> {
+        self.state.lock().unwrap().stop_timeouts.clone()
     }
 
     /// Marks a running container as exited with `code`.
@@ -353,8 +359,9 @@ impl Runtime for FakeRuntime {
         Ok(())
     }
 
-    async fn stop_container(&self, id: &str, _timeout: Duration) -> Result<()> {
+    async fn stop_container(&self, id: &str, timeout: Duration) -> Result<()> {
         let mut s = self.enter("StopContainer", id)?;
+        s.stop_timeouts.push((id.to_string(), timeout));
         let now = s.now;
         let c = s
             .containers

@@ -19,6 +19,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::clock::Clock;
 use super::handlers::{ProbeOutcome, ProbeRunner};
 use super::resolve::{PodAddress, probe_action};
 use crate::cri::ContainerStatus;
@@ -69,6 +70,9 @@ pub struct ProberContext {
     /// period only within one period of it.
     pub agent_started: Timestamp,
     pub node_ip: String,
+    /// Every schedule and tick reads `now` here (the wall clock in the
+    /// agent; tests follow tokio's paused time).
+    pub clock: Arc<dyn Clock>,
 }
 
 /// A liveness or startup failure the worker must act on.
@@ -220,6 +224,15 @@ impl PodProber {
         )
     }
 
+    /// Puts back failures the worker could not act on (its kill failed),
+    /// ahead of newer ones: the probe holds for that instance and will not
+    /// report it again, so only this brings the kill back on the retry.
+    pub fn return_unhealthy(&self, failures: Vec<Unhealthy>) {
+        let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        let newer = std::mem::replace(&mut shared.unhealthy, failures);
+        shared.unhealthy.extend(newer);
+    }
+
     pub fn stop(&self) {
         self.cancel.cancel();
     }
@@ -244,12 +257,12 @@ impl ProbeTask {
             pod::uid(&self.pod),
             self.container.name,
             self.probe_type,
-            Timestamp::now()
+            self.ctx.clock.now()
         );
         let mut state = ProbeState::new(
             self.probe_type,
             &self.spec,
-            Timestamp::now(),
+            self.ctx.clock.now(),
             self.ctx.agent_started,
             jitter_fraction(&seed),
         );
@@ -262,7 +275,7 @@ impl ProbeTask {
         loop {
             let wait = state
                 .next_due()
-                .duration_since(Timestamp::now())
+                .duration_since(self.ctx.clock.now())
                 .max(jiff::SignedDuration::ZERO);
             let wait = Duration::try_from(wait).unwrap_or_default();
             tokio::select! {
@@ -277,7 +290,7 @@ impl ProbeTask {
                 startup.as_ref(),
             );
             let before = state.reading();
-            let tick = state.tick(Timestamp::now(), target.as_ref());
+            let tick = state.tick(self.ctx.clock.now(), target.as_ref());
             if state.reading() != before {
                 self.publish(&state);
             }
@@ -405,3 +418,7 @@ pub fn kill_message(u: &Unhealthy) -> String {
         u.probe_type.as_str().to_lowercase()
     )
 }
+
+#[cfg(test)]
+#[path = "manager_tests.rs"]
+mod tests;

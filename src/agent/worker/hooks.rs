@@ -7,8 +7,6 @@
 //! failing hook never stops the stop: preStop failures are logged as
 //! `FailedPreStopHook` and the container is stopped all the same.
 
-use std::time::Instant;
-
 use k8s_openapi::api::core::v1::LifecycleHandler;
 
 use super::*;
@@ -81,7 +79,8 @@ pub async fn kill_container(
         Some((p, c, pre_stop))
     });
     if let (Some((pod, container, pre_stop)), true) = (hook, grace > 0) {
-        let started = Instant::now();
+        // tokio's clock, which the timeout below runs on (paused in tests).
+        let started = tokio::time::Instant::now();
         let limit = Duration::from_secs(grace as u64);
         // Bounded by the grace period only, as in the kubelet.
         let never = CancellationToken::new();

@@ -403,15 +403,17 @@ impl Worker {
 
     /// Kills the containers whose liveness or startup probe failed (only
     /// the instance that failed); the plan then restarts them per
-    /// restartPolicy with back-off. True when something was killed.
+    /// restartPolicy with back-off. True when something was killed. A kill
+    /// that fails keeps its failure (and the ones after it) for the retry.
     async fn kill_unhealthy(&mut self, pod: &Pod, obs: &Observation) -> Result<bool, RuntimeError> {
-        let unhealthy = self
+        let mut unhealthy = self
             .prober
             .as_ref()
             .map(|p| p.take_unhealthy())
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .into_iter();
         let mut killed = false;
-        for u in unhealthy {
+        while let Some(u) = unhealthy.next() {
             let running = obs
                 .containers
                 .iter()
@@ -423,7 +425,7 @@ impl Worker {
             let grace = u
                 .grace
                 .unwrap_or_else(|| mapping::termination_grace_period(pod));
-            kill_container(
+            let result = kill_container(
                 &self.ctx,
                 Some(pod),
                 &self.pod_ip,
@@ -431,7 +433,13 @@ impl Worker {
                 &u.container,
                 grace,
             )
-            .await?;
+            .await;
+            if let Err(e) = result {
+                if let Some(p) = &self.prober {
+                    p.return_unhealthy(std::iter::once(u).chain(unhealthy).collect());
+                }
+                return Err(e);
+            }
             killed = true;
         }
         Ok(killed)
@@ -556,3 +564,6 @@ fn work_name(w: &PodWork) -> String {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod hooks_tests;

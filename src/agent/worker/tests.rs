@@ -6,6 +6,7 @@ use super::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use crate::agent::prober::clock::TokioClock;
 use crate::agent::prober::handlers::fake::FakeHandlers;
 use crate::cri::{ContainerFilter, DnsConfig, FakeRuntime};
 use crate::pod::defaults::apply_api_defaults;
@@ -15,8 +16,13 @@ fn worker(rt: Arc<FakeRuntime>, root: &Path) -> Worker {
     worker_with(rt, root, Arc::new(FakeHandlers::new()))
 }
 
-/// A worker whose probes and hooks answer from `handlers`.
-fn worker_with(rt: Arc<FakeRuntime>, root: &Path, handlers: Arc<FakeHandlers>) -> Worker {
+/// A worker whose probes and hooks answer from `handlers`. Probes follow
+/// tokio's clock (paused tests move them) and start without jitter.
+pub(super) fn worker_with(
+    rt: Arc<FakeRuntime>,
+    root: &Path,
+    handlers: Arc<FakeHandlers>,
+) -> Worker {
     let (done, _) = mpsc::unbounded_channel();
     let ctx = WorkerContext {
         runtime: rt,
@@ -36,8 +42,9 @@ fn worker_with(rt: Arc<FakeRuntime>, root: &Path, handlers: Arc<FakeHandlers>) -
         prober: Arc::new(ProberContext {
             runner: handlers.clone(),
             recorder: None,
-            agent_started: jiff::Timestamp::now(),
+            agent_started: jiff::Timestamp::now() - jiff::SignedDuration::from_hours(24),
             node_ip: "10.0.0.1".into(),
+            clock: Arc::new(TokioClock::new(jiff::Timestamp::now())),
         }),
         hooks: handlers,
     };
@@ -49,7 +56,7 @@ fn worker_with(rt: Arc<FakeRuntime>, root: &Path, handlers: Arc<FakeHandlers>) -
     )
 }
 
-fn pod(container: serde_json::Value, volumes: serde_json::Value) -> Pod {
+pub(super) fn pod(container: serde_json::Value, volumes: serde_json::Value) -> Pod {
     let mut c = serde_json::json!({"name": "app", "image": "busybox", "imagePullPolicy": "Never"});
     for (k, v) in container.as_object().unwrap() {
         c[k] = v.clone();
@@ -63,13 +70,13 @@ fn pod(container: serde_json::Value, volumes: serde_json::Value) -> Pod {
     pod
 }
 
-fn fake() -> Arc<FakeRuntime> {
+pub(super) fn fake() -> Arc<FakeRuntime> {
     let rt = Arc::new(FakeRuntime::new());
     rt.add_image("busybox", 1);
     rt
 }
 
-async fn only_container(rt: &FakeRuntime) -> String {
+pub(super) async fn only_container(rt: &FakeRuntime) -> String {
     let list = rt
         .list_containers(&ContainerFilter::default())
         .await
@@ -78,7 +85,7 @@ async fn only_container(rt: &FakeRuntime) -> String {
     list[0].id.clone()
 }
 
-fn app_state(w: &Worker) -> K8sState {
+pub(super) fn app_state(w: &Worker) -> K8sState {
     let status = w.previous.as_ref().unwrap();
     let app = &status.container_statuses.as_ref().unwrap()[0];
     app.state.clone().unwrap()

@@ -1,8 +1,9 @@
 //! Scripted probe and hook runners for the driver's unit tests.
 //!
 //! Invariant: never touches the network or a runtime; answers the queued
-//! outcomes in order (Success("") / Ok once the queue is empty) and records
-//! every call.
+//! outcomes in order (a probe's own queue for its action first, then the
+//! shared one; Success("") / Ok once empty) and records every call. A hook
+//! may take (tokio) time before it answers.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -30,7 +31,10 @@ pub enum HandlerCall {
 #[derive(Debug, Default)]
 pub struct FakeHandlers {
     probes: Mutex<VecDeque<ProbeOutcome>>,
-    hooks: Mutex<VecDeque<Result<(), String>>>,
+    /// Outcomes for one action only (a container's liveness and readiness
+    /// probes differ in their action).
+    scripts: Mutex<Vec<(ProbeAction, ProbeOutcome)>>,
+    hooks: Mutex<VecDeque<(Duration, Result<(), String>)>>,
     calls: Mutex<Vec<HandlerCall>>,
 }
 
@@ -44,9 +48,20 @@ impl FakeHandlers {
         self.probes.lock().unwrap().push_back(outcome);
     }
 
+    /// The next run of a probe with this `action` answers `outcome`
+    /// (before anything queued with [`Self::push_probe`]).
+    pub fn push_probe_for(&self, action: ProbeAction, outcome: ProbeOutcome) {
+        self.scripts.lock().unwrap().push((action, outcome));
+    }
+
     /// The next hook run answers `result`.
     pub fn push_hook(&self, result: Result<(), String>) {
-        self.hooks.lock().unwrap().push_back(result);
+        self.push_hook_taking(Duration::ZERO, result);
+    }
+
+    /// The next hook run answers `result` after `took` of tokio time.
+    pub fn push_hook_taking(&self, took: Duration, result: Result<(), String>) {
+        self.hooks.lock().unwrap().push_back((took, result));
     }
 
     /// Every call so far, in order.
@@ -68,14 +83,19 @@ impl ProbeRunner for FakeHandlers {
             action: action.clone(),
             timeout,
         });
-        let next = self.probes.lock().unwrap().pop_front();
+        let scripted = {
+            let mut scripts = self.scripts.lock().unwrap();
+            let at = scripts.iter().position(|(a, _)| a == action);
+            at.map(|i| scripts.remove(i).1)
+        };
+        let next = scripted.or_else(|| self.probes.lock().unwrap().pop_front());
         next.unwrap_or_else(|| ProbeOutcome::Success(String::new()))
     }
 }
 
 #[async_trait::async_trait]
 impl HookRunner for FakeHandlers {
-    /// Answers at once, whatever `cancel` says.
+    /// Answers after the queued time, whatever `cancel` says.
     async fn run_hook(
         &self,
         container_id: &str,
@@ -89,7 +109,11 @@ impl HookRunner for FakeHandlers {
             exec_timeout,
         });
         let next = self.hooks.lock().unwrap().pop_front();
-        next.unwrap_or(Ok(()))
+        let (took, result) = next.unwrap_or((Duration::ZERO, Ok(())));
+        if !took.is_zero() {
+            tokio::time::sleep(took).await;
+        }
+        result
     }
 }
 
@@ -136,5 +160,35 @@ mod tests {
                 timeout: t
             }
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_action_s_script_comes_first_and_a_hook_takes_its_time() {
+        let fake = FakeHandlers::new();
+        let tcp = |port| ProbeAction::TcpSocket {
+            host: "10.0.0.5".into(),
+            port,
+        };
+        fake.push_probe(ProbeOutcome::Failure("shared".into()));
+        fake.push_probe_for(tcp(81), ProbeOutcome::Error("own".into()));
+        let t = Duration::from_secs(1);
+        assert_eq!(
+            fake.run_probe("c1", &tcp(81), t).await,
+            ProbeOutcome::Error("own".into())
+        );
+        assert_eq!(
+            fake.run_probe("c1", &tcp(81), t).await,
+            ProbeOutcome::Failure("shared".into())
+        );
+
+        fake.push_hook_taking(Duration::from_secs(3), Err("slow".into()));
+        let hook = HookAction::Exec {
+            command: vec!["true".into()],
+        };
+        let start = tokio::time::Instant::now();
+        let cancel = CancellationToken::new();
+        let result = fake.run_hook("c1", &hook, None, &cancel).await;
+        assert_eq!(result, Err("slow".into()));
+        assert_eq!(start.elapsed(), Duration::from_secs(3));
     }
 }
