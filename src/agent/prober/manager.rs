@@ -272,6 +272,7 @@ impl ProbeTask {
             .as_ref()
             .and_then(|s| s.host_network)
             .unwrap_or(false);
+        let mut observed_rx = self.observed.clone();
         loop {
             let wait = state
                 .next_due()
@@ -281,6 +282,21 @@ impl ProbeTask {
             tokio::select! {
                 _ = cancel.cancelled() => return,
                 _ = tokio::time::sleep(wait) => {}
+                changed = observed_rx.changed(), if self.probe_type == ProbeType::Readiness => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    // A container instance with no readiness result yet is
+                    // probed at once, not a period later (the kubelet's
+                    // manual trigger from UpdatePodStatus).
+                    let observed = observed_rx.borrow_and_update().clone();
+                    let fresh = ProbeTarget::from_runtime(&observed.containers, &self.container.name, None)
+                        .is_some_and(|t| t.running && state.container_id() != Some(t.container_id.as_str()));
+                    if !fresh {
+                        continue;
+                    }
+                    state.trigger();
+                }
             }
             let observed = self.observed.borrow().clone();
             let startup = self.has_startup.then(|| self.reading(ProbeType::Startup));

@@ -216,6 +216,26 @@ async fn readiness_turns_success_after_success_threshold_and_wakes_the_worker() 
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_new_container_is_probed_for_readiness_at_once_not_a_period_later() {
+    let h = harness();
+    let prober = h.start(&pod(
+        json!({"readinessProbe": exec_probe("ready", json!({}))}),
+    ));
+    prober.observe(&[app("c1", 0, ContainerState::Running)], "");
+    h.until(2).await;
+    assert_eq!(h.commands_on("c1"), ["ready"]);
+    // Restarted at 2 s: the new instance is probed well before the 10 s tick.
+    prober.observe(&[app("c2", 1, ContainerState::Running)], "");
+    h.until(3).await;
+    assert_eq!(h.commands_on("c2"), ["ready"], "{:?}", h.handlers.calls());
+    // And then on the period's schedule, not twice as often.
+    h.until(9).await;
+    assert_eq!(h.commands_on("c2"), ["ready"]);
+    h.until(11).await;
+    assert_eq!(h.commands_on("c2"), ["ready", "ready"]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn liveness_failure_is_reported_once_then_holds_until_a_new_container() {
     let h = harness();
     for output in ["one", "two", "three"] {
