@@ -190,9 +190,14 @@ pub(super) fn sandbox_filter_to(f: &PodSandboxFilter) -> pb::PodSandboxFilter {
     }
 }
 
+/// The image as the pod spec names it. `user_specified_image` carries the
+/// same name, as the kubelet sends it: CRI-O refuses CreateContainer
+/// without it ("user specified image not specified, cannot verify image
+/// signature").
 pub(super) fn image_spec(image: &str) -> pb::ImageSpec {
     pb::ImageSpec {
         image: image.to_string(),
+        user_specified_image: image.to_string(),
         ..Default::default()
     }
 }
@@ -491,5 +496,23 @@ pub(super) fn runtime_status_from(s: pb::RuntimeStatus) -> RuntimeStatus {
                 message: c.message,
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_carry_the_user_specified_name() {
+        let spec = image_spec("docker.io/library/busybox:latest");
+        assert_eq!(spec.image, "docker.io/library/busybox:latest");
+        assert_eq!(spec.user_specified_image, spec.image);
+        let config = container_config_to(&ContainerConfig {
+            image: "registry.k8s.io/etcd:3.5.15-0".into(),
+            ..Default::default()
+        });
+        let image = config.image.expect("an image spec");
+        assert_eq!(image.user_specified_image, "registry.k8s.io/etcd:3.5.15-0");
     }
 }
