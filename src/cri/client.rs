@@ -210,6 +210,19 @@ impl Runtime for CriRuntime {
         Ok(runtime_status_from(status))
     }
 
+    async fn runtime_config(&self) -> Result<Option<CgroupDriver>> {
+        let r = rpc!(
+            self,
+            "RuntimeConfig",
+            runtime.runtime_config(pb::RuntimeConfigRequest {})
+        );
+        match r {
+            Ok(r) => Ok(r.linux.map(|l| cgroup_driver_from(l.cgroup_driver()))),
+            Err(e) if e.code() == tonic::Code::Unimplemented => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn sandbox_image(&self) -> Result<Option<String>> {
         let r = rpc!(
             self,

@@ -499,6 +499,13 @@ pub(super) fn runtime_status_from(s: pb::RuntimeStatus) -> RuntimeStatus {
     }
 }
 
+pub(super) fn cgroup_driver_from(d: pb::CgroupDriver) -> CgroupDriver {
+    match d {
+        pb::CgroupDriver::Systemd => CgroupDriver::Systemd,
+        pb::CgroupDriver::Cgroupfs => CgroupDriver::Cgroupfs,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -514,5 +521,22 @@ mod tests {
         });
         let image = config.image.expect("an image spec");
         assert_eq!(image.user_specified_image, "registry.k8s.io/etcd:3.5.15-0");
+    }
+
+    #[test]
+    fn cgroup_drivers_follow_the_wire_numbers() {
+        // SYSTEMD is 0: an answer with `linux` but no driver means systemd.
+        let default = pb::LinuxRuntimeConfiguration::default();
+        assert_eq!(
+            cgroup_driver_from(default.cgroup_driver()),
+            CgroupDriver::Systemd
+        );
+        let cgroupfs = pb::LinuxRuntimeConfiguration {
+            cgroup_driver: pb::CgroupDriver::Cgroupfs as i32,
+        };
+        assert_eq!(
+            cgroup_driver_from(cgroupfs.cgroup_driver()),
+            CgroupDriver::Cgroupfs
+        );
     }
 }

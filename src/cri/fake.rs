@@ -27,6 +27,8 @@ struct State {
     calls: Vec<Call>,
     failures: HashMap<&'static str, VecDeque<tonic::Status>>,
     sandbox_image: Option<String>,
+    /// RuntimeConfig's answer once set; unset answers CGROUPFS.
+    runtime_config: Option<Option<CgroupDriver>>,
     exec_results: VecDeque<ExecSyncResult>,
     exec_timeouts: Vec<Duration>,
     stop_timeouts: Vec<(String, Duration)>,
@@ -75,6 +77,12 @@ impl FakeRuntime {
     /// What `sandbox_image` answers (default: nothing, like CRI-O).
     pub fn set_sandbox_image(&self, image: Option<&str>) {
         self.state.lock().unwrap().sandbox_image = image.map(str::to_string);
+    }
+
+    /// What `runtime_config` answers: a driver, or `None` as for a runtime
+    /// without RuntimeConfig (default: cgroupfs, like containerd 2 and CRI-O).
+    pub fn set_runtime_config(&self, driver: Option<CgroupDriver>) {
+        self.state.lock().unwrap().runtime_config = Some(driver);
     }
 
     /// Marks an image as pinned by the runtime.
@@ -145,22 +153,23 @@ impl FakeRuntime {
             arg: arg.to_string(),
         });
         if let Some(status) = s.failures.get_mut(op).and_then(|q| q.pop_front()) {
-            return Err(RuntimeError::Rpc {
-                endpoint: "fake://".into(),
-                op,
-                status,
-            });
+            return Err(rpc_error(op, status));
         }
         Ok(s)
     }
 }
 
-fn not_found(op: &'static str, what: &str) -> RuntimeError {
+fn rpc_error(op: &'static str, status: tonic::Status) -> RuntimeError {
+    let endpoint = "fake://".into();
     RuntimeError::Rpc {
-        endpoint: "fake://".into(),
+        endpoint,
         op,
-        status: tonic::Status::not_found(format!("{what} not found")),
+        status,
     }
+}
+
+fn not_found(op: &'static str, what: &str) -> RuntimeError {
+    rpc_error(op, tonic::Status::not_found(format!("{what} not found")))
 }
 
 fn matches(selector: &Labels, labels: &Labels) -> bool {
@@ -224,6 +233,11 @@ impl Runtime for FakeRuntime {
         })
     }
 
+    async fn runtime_config(&self) -> Result<Option<CgroupDriver>> {
+        let s = self.enter("RuntimeConfig", "")?;
+        Ok(s.runtime_config.unwrap_or(Some(CgroupDriver::Cgroupfs)))
+    }
+
     async fn sandbox_image(&self) -> Result<Option<String>> {
         let s = self.enter("Status", "verbose")?;
         Ok(s.sandbox_image.clone())
@@ -236,14 +250,9 @@ impl Runtime for FakeRuntime {
             .values()
             .any(|(c, _, _)| c.metadata == config.metadata);
         if taken {
-            return Err(RuntimeError::Rpc {
-                endpoint: "fake://".into(),
-                op: "RunPodSandbox",
-                status: tonic::Status::unknown(format!(
-                    "name {:?} attempt {} is reserved",
-                    config.metadata.name, config.metadata.attempt
-                )),
-            });
+            let (name, attempt) = (&config.metadata.name, config.metadata.attempt);
+            let msg = format!("name {name:?} attempt {attempt} is reserved");
+            return Err(rpc_error("RunPodSandbox", tonic::Status::unknown(msg)));
         }
         let id = s.new_id("sb");
         let now = s.now;
@@ -456,11 +465,10 @@ impl Runtime for FakeRuntime {
                     stderr: vec![],
                     exit_code: 0,
                 })),
-            Some(_) => Err(RuntimeError::Rpc {
-                endpoint: "fake://".into(),
-                op: "ExecSync",
-                status: tonic::Status::failed_precondition("container is not running"),
-            }),
+            Some(_) => Err(rpc_error(
+                "ExecSync",
+                tonic::Status::failed_precondition("container is not running"),
+            )),
             None => Err(not_found("ExecSync", id)),
         }
     }

@@ -110,3 +110,22 @@ async fn exec_answers_scripted_results_then_echoes_and_records_timeouts() {
         [Duration::from_secs(1), Duration::from_secs(2)]
     );
 }
+
+#[tokio::test]
+async fn runtime_config_answers_cgroupfs_until_told_otherwise() {
+    let rt = FakeRuntime::new();
+    assert_eq!(
+        rt.runtime_config().await.unwrap(),
+        Some(CgroupDriver::Cgroupfs)
+    );
+    rt.set_runtime_config(Some(CgroupDriver::Systemd));
+    assert_eq!(
+        rt.runtime_config().await.unwrap(),
+        Some(CgroupDriver::Systemd)
+    );
+    rt.set_runtime_config(None);
+    assert_eq!(rt.runtime_config().await.unwrap(), None);
+    rt.fail_next("RuntimeConfig", tonic::Status::unavailable("down"));
+    assert!(rt.runtime_config().await.is_err());
+    assert_eq!(rt.ops(), ["RuntimeConfig"; 4]);
+}

@@ -34,6 +34,10 @@ pub trait Runtime: Send + Sync {
     // --- RuntimeService
     async fn version(&self) -> Result<VersionInfo>;
     async fn status(&self) -> Result<RuntimeStatus>;
+    /// The cgroup driver the runtime uses (CRI `RuntimeConfig`). `Ok(None)`
+    /// when the runtime does not tell: it does not implement the call
+    /// (containerd 1.6 answers Unimplemented) or sends no Linux settings.
+    async fn runtime_config(&self) -> Result<Option<CgroupDriver>>;
     /// The runtime's own sandbox (pause) image, when its verbose status
     /// tells (containerd reports `config.sandboxImage`); `None` otherwise.
     async fn sandbox_image(&self) -> Result<Option<String>> {

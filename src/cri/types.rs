@@ -45,6 +45,49 @@ impl RuntimeStatus {
     }
 }
 
+/// How pod cgroups are named and made: plain cgroupfs directories, or
+/// systemd slices. The kubelet and the runtime must use the same one
+/// (the kubelet's `--cgroup-driver`, CRI `RuntimeConfig`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CgroupDriver {
+    /// The kubelet's default.
+    #[default]
+    Cgroupfs,
+    Systemd,
+}
+
+impl CgroupDriver {
+    /// The name used by the flag, the config file and the runtimes' configs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CgroupDriver::Cgroupfs => "cgroupfs",
+            CgroupDriver::Systemd => "systemd",
+        }
+    }
+}
+
+impl std::fmt::Display for CgroupDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for CgroupDriver {
+    type Err = String;
+
+    /// Exactly `cgroupfs` or `systemd`, as the kubelet accepts.
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "cgroupfs" => Ok(CgroupDriver::Cgroupfs),
+            "systemd" => Ok(CgroupDriver::Systemd),
+            _ => Err(format!(
+                "unknown cgroup driver {s:?}: expected cgroupfs or systemd"
+            )),
+        }
+    }
+}
+
 /// How a pod or container shares a Linux namespace.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub enum NamespaceMode {

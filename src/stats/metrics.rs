@@ -338,6 +338,7 @@ mod tests {
             ("ListContainers", "list_containers"),
             ("ExecSync", "exec_sync"),
             ("Version", "version"),
+            ("RuntimeConfig", "runtime_config"),
         ] {
             assert_eq!(operation_type(op), want);
         }
