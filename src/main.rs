@@ -262,6 +262,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         node_name,
         root_dir: settings.root_dir.clone(),
         cgroup_root: settings.cgroup_root.clone(),
+        cgroup_driver: settings.cgroup_driver,
         host_dns: node::read_host_dns(std::path::Path::new("/etc/resolv.conf")),
         host_ip: node::node_ip(settings.node_ip.as_deref()),
         memory_capacity: node::read_memory_capacity(),

@@ -129,4 +129,21 @@ mod tests {
         // Removing again is not an error.
         remove_pod_cgroup(root.path(), "/kubepods/podabc").unwrap();
     }
+
+    #[test]
+    fn systemd_slices_are_plain_nested_directories() {
+        // cgroup v2 with the systemd driver: the path names the slices'
+        // directories literally, so the same join and rmdir apply.
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("cgroup.controllers"), "cpu memory").unwrap();
+        let qos = root.path().join("kubepods.slice/kubepods-burstable.slice");
+        let pod = qos.join("kubepods-burstable-poda_b.slice");
+        std::fs::create_dir_all(pod.join("cri-containerd-c1.scope")).unwrap();
+        std::fs::create_dir_all(qos.join("kubepods-burstable-podother.slice")).unwrap();
+        let parent = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-poda_b.slice";
+        assert_eq!(pod_cgroup_dirs(root.path(), parent), vec![pod.clone()]);
+        remove_pod_cgroup(root.path(), parent).unwrap();
+        assert!(!pod.exists());
+        assert!(qos.join("kubepods-burstable-podother.slice").exists());
+    }
 }

@@ -184,6 +184,7 @@ fn ctx() -> NodeContext {
         node_name: "n".into(),
         root_dir: "/var/lib/crilet".into(),
         cgroup_root: "/".into(),
+        cgroup_driver: crate::cri::CgroupDriver::Cgroupfs,
         host_dns: DnsConfig::default(),
         host_ip: "10.0.0.1".into(),
         memory_capacity: 1 << 30,

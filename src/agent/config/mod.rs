@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::cri::CgroupDriver;
 use crate::units::parse_duration;
 
 pub use runtime::DEFAULT_RUNTIME_REQUEST_TIMEOUT;
@@ -71,6 +72,10 @@ pub struct RunArgs {
     /// cgroupfs path under which pod cgroups are made ("/" puts them in /kubepods).
     #[arg(long)]
     pub cgroup_root: Option<String>,
+    /// How pod cgroups are made: cgroupfs (the default) or systemd. Must
+    /// match the runtime's driver.
+    #[arg(long, value_name = "cgroupfs|systemd")]
+    pub cgroup_driver: Option<CgroupDriver>,
     /// Log format.
     #[arg(long, value_enum)]
     pub log_format: Option<LogFormat>,
@@ -123,6 +128,8 @@ pub struct ConfigFile {
     pub container_runtime_endpoint: Option<String>,
     pub runtime_request_timeout: Option<String>,
     pub cgroup_root: Option<String>,
+    /// `cgroupfs` or `systemd`; checked when resolved, naming the field.
+    pub cgroup_driver: Option<String>,
     pub logging: Option<LoggingConfig>,
     #[serde(flatten)]
     pub image_gc: crate::images::policy::ImageGcFile,
@@ -151,6 +158,7 @@ pub struct Settings {
     pub node_ip: Option<String>,
     pub root_dir: PathBuf,
     pub cgroup_root: String,
+    pub cgroup_driver: CgroupDriver,
     pub log_format: LogFormat,
     pub kubeconfig: Option<PathBuf>,
     pub image_gc: crate::images::policy::GcPolicy,
@@ -229,6 +237,7 @@ pub fn resolve(args: &RunArgs, file: &ConfigFile, origin: &str) -> Result<Settin
             .clone()
             .unwrap_or_else(|| PathBuf::from(DEFAULT_ROOT_DIR)),
         cgroup_root: runtime.cgroup_root,
+        cgroup_driver: runtime.cgroup_driver,
         log_format: args
             .log_format
             .or(file.logging.as_ref().and_then(|l| l.format))

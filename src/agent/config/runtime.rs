@@ -1,11 +1,11 @@
-//! Runtime settings: the CRI endpoint, the deadline of each CRI call and the
-//! cgroup root pods are put under. Invariant: each is flag over file over
-//! default, so each always resolves to a value.
+//! Runtime settings: the CRI endpoint, the deadline of each CRI call, the
+//! cgroup root pods are put under and the cgroup driver. Invariant: each is
+//! flag over file over default, so each always resolves to a value.
 
 use std::time::Duration;
 
 use super::{ConfigError, ConfigFile, RunArgs, file_duration};
-use crate::cri::DEFAULT_ENDPOINT;
+use crate::cri::{CgroupDriver, DEFAULT_ENDPOINT};
 
 pub const DEFAULT_RUNTIME_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -14,9 +14,11 @@ pub(super) struct RuntimeSettings {
     pub container_runtime_endpoint: String,
     pub runtime_request_timeout: Duration,
     pub cgroup_root: String,
+    pub cgroup_driver: CgroupDriver,
 }
 
-/// Flags over file over defaults; a bad `runtimeRequestTimeout` names the file.
+/// Flags over file over defaults; a bad `runtimeRequestTimeout` or
+/// `cgroupDriver` names the file and the field.
 pub(super) fn resolve_runtime(
     args: &RunArgs,
     file: &ConfigFile,
@@ -27,6 +29,13 @@ pub(super) fn resolve_runtime(
         "runtimeRequestTimeout",
         file.runtime_request_timeout.as_deref(),
     )?;
+    let file_driver = (file.cgroup_driver.as_deref())
+        .map(str::parse::<CgroupDriver>)
+        .transpose()
+        .map_err(|e| ConfigError::File {
+            path: origin.to_string(),
+            message: format!("cgroupDriver: {e}"),
+        })?;
     Ok(RuntimeSettings {
         container_runtime_endpoint: args
             .container_runtime_endpoint
@@ -42,5 +51,6 @@ pub(super) fn resolve_runtime(
             .clone()
             .or_else(|| file.cgroup_root.clone())
             .unwrap_or_else(|| "/".to_string()),
+        cgroup_driver: args.cgroup_driver.or(file_driver).unwrap_or_default(),
     })
 }

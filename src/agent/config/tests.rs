@@ -83,3 +83,50 @@ fn missing_file_is_an_error_naming_it() {
     let err = load(&args).unwrap_err().to_string();
     assert!(err.contains("/no/such/crilet.yaml"), "{err}");
 }
+
+#[test]
+fn cgroup_driver_is_flag_over_file_over_cgroupfs() {
+    use crate::cri::CgroupDriver;
+    let s = resolve(&RunArgs::default(), &ConfigFile::default(), "").unwrap();
+    assert_eq!(s.cgroup_driver, CgroupDriver::Cgroupfs);
+    let f = parse_config_file("k.yaml", "cgroupDriver: systemd\n").unwrap();
+    let s = resolve(&RunArgs::default(), &f, "k.yaml").unwrap();
+    assert_eq!(s.cgroup_driver, CgroupDriver::Systemd);
+    let args = RunArgs {
+        cgroup_driver: Some(CgroupDriver::Cgroupfs),
+        ..Default::default()
+    };
+    assert_eq!(
+        resolve(&args, &f, "k.yaml").unwrap().cgroup_driver,
+        CgroupDriver::Cgroupfs
+    );
+}
+
+#[test]
+fn unknown_cgroup_drivers_name_the_field_or_flag_and_the_choices() {
+    let f = parse_config_file("k.yaml", "cgroupDriver: Systemd\n").unwrap();
+    let err = resolve(&RunArgs::default(), &f, "k.yaml")
+        .unwrap_err()
+        .to_string();
+    for want in [
+        "k.yaml",
+        "cgroupDriver",
+        "\"Systemd\"",
+        "cgroupfs or systemd",
+    ] {
+        assert!(err.contains(want), "{want}: {err}");
+    }
+
+    #[derive(clap::Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+    let parse = |v: &str| <Cmd as clap::Parser>::try_parse_from(["crilet", "--cgroup-driver", v]);
+    let err = parse("upstart").err().unwrap().to_string();
+    for want in ["--cgroup-driver", "upstart", "cgroupfs or systemd"] {
+        assert!(err.contains(want), "{want}: {err}");
+    }
+    let driver = parse("systemd").ok().unwrap().run.cgroup_driver;
+    assert_eq!(driver, Some(crate::cri::CgroupDriver::Systemd));
+}

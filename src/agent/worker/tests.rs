@@ -31,6 +31,7 @@ pub(super) fn worker_with(
             node_name: "node-1".into(),
             root_dir: root.to_path_buf(),
             cgroup_root: "/".into(),
+            cgroup_driver: crate::cri::CgroupDriver::Cgroupfs,
             host_dns: DnsConfig::default(),
             host_ip: "10.0.0.1".into(),
             memory_capacity: 1 << 30,

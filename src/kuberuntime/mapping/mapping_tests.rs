@@ -17,6 +17,7 @@ fn ctx() -> NodeContext {
         node_name: "node-1".into(),
         root_dir: "/var/lib/crilet".into(),
         cgroup_root: "/".into(),
+        cgroup_driver: CgroupDriver::Cgroupfs,
         host_dns: DnsConfig {
             servers: vec!["10.0.0.2".into()],
             searches: vec!["lan".into()],
@@ -207,6 +208,97 @@ fn cgroup_parent_by_root_and_qos() {
             "/crilet-test/kubepods/podu1",
             "/crilet-test/kubepods/burstable/podu1",
             "/crilet-test/kubepods/besteffort/podu1",
+        ])
+    );
+}
+
+#[test]
+fn systemd_cgroup_parent_is_the_kubelets_nested_slices() {
+    let with_uid = |uid: &str, resources: Value| {
+        let mut p = pod_one(resources, json!({}));
+        p.metadata.uid = Some(uid.into());
+        p
+    };
+    let guaranteed = json!({"limits": {"cpu": "1", "memory": "1Gi"}});
+    let burstable = json!({"requests": {"cpu": "1"}});
+    let dashed = "6f1c0ffe-e0dd-f00d-6f1c-0ffee0ddf00d";
+    let escaped = "6f1c0ffe_e0dd_f00d_6f1c_0ffee0ddf00d";
+    let rows = [
+        (
+            "/",
+            guaranteed.clone(),
+            UID,
+            format!("/kubepods.slice/kubepods-pod{UID}.slice"),
+        ),
+        (
+            "/",
+            burstable.clone(),
+            UID,
+            format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID}.slice"),
+        ),
+        (
+            "",
+            json!({}),
+            UID,
+            format!("/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{UID}.slice"),
+        ),
+        (
+            "/",
+            burstable.clone(),
+            dashed,
+            format!(
+                "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{escaped}.slice"
+            ),
+        ),
+        (
+            "/crilet",
+            guaranteed,
+            dashed,
+            format!("/crilet.slice/crilet-kubepods.slice/crilet-kubepods-pod{escaped}.slice"),
+        ),
+        (
+            "/crilet/",
+            burstable,
+            UID,
+            format!(
+                "/crilet.slice/crilet-kubepods.slice/crilet-kubepods-burstable.slice\
+                 /crilet-kubepods-burstable-pod{UID}.slice"
+            ),
+        ),
+        (
+            "/crilet-test",
+            json!({}),
+            UID,
+            format!(
+                "/crilet_test.slice/crilet_test-kubepods.slice\
+                 /crilet_test-kubepods-besteffort.slice\
+                 /crilet_test-kubepods-besteffort-pod{UID}.slice"
+            ),
+        ),
+    ];
+    for (root, resources, uid, want) in rows {
+        let ctx = NodeContext {
+            cgroup_root: root.into(),
+            cgroup_driver: CgroupDriver::Systemd,
+            ..ctx()
+        };
+        let p = with_uid(uid, json!({"resources": resources}));
+        assert_eq!(pod_cgroup_parent(&ctx, &p), want, "root {root:?}");
+        assert!(
+            cgroup_parent_candidates(&ctx, uid).contains(&want),
+            "{want}"
+        );
+    }
+    let ctx = NodeContext {
+        cgroup_driver: CgroupDriver::Systemd,
+        ..ctx()
+    };
+    assert_eq!(
+        cgroup_parent_candidates(&ctx, "u-1"),
+        strings(&[
+            "/kubepods.slice/kubepods-podu_1.slice",
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podu_1.slice",
+            "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podu_1.slice",
         ])
     );
 }

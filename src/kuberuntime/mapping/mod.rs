@@ -59,9 +59,9 @@ use super::labels::{
     TERMINATION_MESSAGE_POLICY_FILE,
 };
 use crate::cri::types::{
-    ContainerConfig, ContainerMetadata, ContainerSecurity, DnsConfig, LinuxContainerResources,
-    Mount, MountPropagation, NamespaceMode, NamespaceOptions, PodSandboxConfig, PodSandboxMetadata,
-    PortMapping, Protocol, SandboxSecurity, SecurityProfile,
+    CgroupDriver, ContainerConfig, ContainerMetadata, ContainerSecurity, DnsConfig,
+    LinuxContainerResources, Mount, MountPropagation, NamespaceMode, NamespaceOptions,
+    PodSandboxConfig, PodSandboxMetadata, PortMapping, Protocol, SandboxSecurity, SecurityProfile,
 };
 use crate::pod::{full_name, name, namespace, uid};
 
@@ -75,6 +75,8 @@ pub struct NodeContext {
     pub root_dir: PathBuf,
     /// `--cgroup-root`, e.g. "/" or "/crilet-test".
     pub cgroup_root: String,
+    /// `--cgroup-driver`: how [`pod_cgroup_parent`] names the pod cgroup.
+    pub cgroup_driver: CgroupDriver,
     /// The node's resolver (from /etc/resolv.conf), for host-network pods,
     /// dnsPolicy Default and the ClusterFirst fallback.
     pub host_dns: DnsConfig,
@@ -158,7 +160,11 @@ pub fn qos_class(pod: &Pod) -> QosClass {
     }
 }
 
-/// The pod's cgroupfs directory: `<root>/kubepods[/burstable|/besteffort]/pod<uid>`.
+/// The pod's cgroup, as the kubelet names it for its cgroup driver, in
+/// cgroupfs form (the path under the cgroup mount): with cgroupfs
+/// `<root>/kubepods[/burstable|/besteffort]/pod<uid>`; with systemd the same
+/// components as nested slices, e.g.
+/// `/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice`.
 pub fn pod_cgroup_parent(ctx: &NodeContext, pod: &Pod) -> String {
     cgroup_path(ctx, qos_class(pod), uid(pod))
 }
@@ -175,15 +181,43 @@ pub fn cgroup_parent_candidates(ctx: &NodeContext, pod_uid: &str) -> Vec<String>
     .into()
 }
 
+/// The kubelet's cgroup name (the root's components, `kubepods`, the QoS
+/// class unless Guaranteed, `pod<uid>`) in the driver's cgroupfs form.
 fn cgroup_path(ctx: &NodeContext, qos: QosClass, pod_uid: &str) -> String {
-    let root = ctx.cgroup_root.split('/').filter(|s| !s.is_empty());
-    let mut path: String = root.flat_map(|s| ["/", s]).collect();
-    path.push_str(match qos {
-        QosClass::Guaranteed => "/kubepods/pod",
-        QosClass::Burstable => "/kubepods/burstable/pod",
-        QosClass::BestEffort => "/kubepods/besteffort/pod",
-    });
-    path.push_str(pod_uid);
+    let pod = format!("pod{pod_uid}");
+    let mut name: Vec<&str> = ctx
+        .cgroup_root
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    name.push("kubepods");
+    match qos {
+        QosClass::Guaranteed => {}
+        QosClass::Burstable => name.push("burstable"),
+        QosClass::BestEffort => name.push("besteffort"),
+    }
+    name.push(&pod);
+    match ctx.cgroup_driver {
+        CgroupDriver::Cgroupfs => name.iter().flat_map(|s| ["/", s]).collect(),
+        CgroupDriver::Systemd => systemd_slices(&name),
+    }
+}
+
+/// The kubelet's `CgroupName.ToSystemd`: each component becomes a slice
+/// nested in the one before, named by the components so far joined with
+/// `-` (systemd's hierarchy separator), so a `-` inside a component (a UID)
+/// is escaped as `_`, as the kubelet does.
+fn systemd_slices(name: &[&str]) -> String {
+    let (mut path, mut unit) = (String::new(), String::new());
+    for component in name {
+        if !unit.is_empty() {
+            unit.push('-');
+        }
+        unit.push_str(&component.replace('-', "_"));
+        path.push('/');
+        path.push_str(&unit);
+        path.push_str(".slice");
+    }
     path
 }
 
