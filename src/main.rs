@@ -170,7 +170,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 /// left running, as the kubelet leaves them.
 async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     use crilet::agent::cgroup::CGROUP_ROOT;
-    use crilet::agent::{Agent, node};
+    use crilet::agent::{Agent, cgroup_driver, node};
     use crilet::cri::Runtime;
     use crilet::kuberuntime::mapping::NodeContext;
     use crilet::pod::view::AgentView;
@@ -251,6 +251,10 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
             }
         }
     };
+    // As the kubelet: a runtime placing cgroups differently would fail
+    // every pod, so a reported mismatch stops the start.
+    let answer = runtime.runtime_config().await;
+    cgroup_driver::check_cgroup_driver(settings.cgroup_driver, answer)?.log();
     tracing::info!(
         node = %node_name,
         runtime = %version.runtime_name,

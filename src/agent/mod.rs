@@ -12,6 +12,7 @@
 //! `cli`.
 
 pub mod cgroup;
+pub mod cgroup_driver;
 pub mod config;
 pub mod container_gc;
 pub mod hostpath;
