@@ -188,7 +188,8 @@ pub struct PodSandboxConfig {
     pub port_mappings: Vec<PortMapping>,
     pub labels: Labels,
     pub annotations: Labels,
-    /// cgroupfs path of the pod, e.g. `/kubepods/pod<uid>`. Always set it:
+    /// The pod's cgroup in cgroupfs form, e.g. `/kubepods/pod<uid>`, or with
+    /// the systemd driver `/kubepods.slice/kubepods-pod<uid>.slice`. Always set it:
     /// containerd 1.6 fails sandbox stats for every pod if one lacks it.
     pub cgroup_parent: String,
     pub security: SandboxSecurity,
