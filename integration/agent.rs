@@ -337,6 +337,14 @@ async fn manifest_added_edited_removed() {
     assert_eq!(cl.restart_count, 0);
     assert_eq!(cl.termination_grace_period, Some(1));
     let first_uid = sb.metadata.uid.clone();
+    // containerd 1.6 has no RuntimeConfig: crilet says it trusts its flag.
+    assert!(
+        agent.logs().contains(
+            "the runtime does not report its cgroup driver; crilet trusts --cgroup-driver"
+        ),
+        "{}",
+        agent.logs()
+    );
     assert!(
         !cgroup_left(&first_uid).is_empty(),
         "pod cgroup exists while it runs"
