@@ -8,6 +8,10 @@
 #                 /stats/summary latency with 100 pods sampled, beside one
 #                 ListPodSandboxStats call for the same pods.
 #   gc_select     image GC detection + selection, 10 000 images, 1 000 containers.
+#   probes        crilet's CPU and RSS (and containerd's, its shims', the pods')
+#                 with 100 pods without probes, then 100 pods each probed by
+#                 httpGet every 1 s and exec every 10 s (CRILET_BENCH_PODS,
+#                 CRILET_BENCH_WINDOW_SECS).
 # Usage: scripts/bench.sh [ITERATIONS]   (default 20 for cri_sequence, 10 for agent_start)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -24,9 +28,10 @@ cleanup() {
 trap cleanup EXIT
 SOCK=$(bash "$ROOT/scripts/containerd-up.sh" "$STATE")
 cargo build --release --quiet
-export CRILET_BENCH_ENDPOINT="unix://$SOCK" CRILET_BIN="$ROOT/target/release/crilet"
+export CRILET_BENCH_ENDPOINT="unix://$SOCK" CRILET_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/crilet"
 CRILET_BENCH_ITERATIONS="${1:-20}" cargo bench --quiet --bench cri_sequence
 CRILET_BENCH_ITERATIONS="${1:-10}" cargo bench --quiet --bench agent_start
 cargo bench --quiet --bench mirror_start
 cargo bench --quiet --bench stats_api
 cargo bench --quiet --bench gc_select
+cargo bench --quiet --bench probes

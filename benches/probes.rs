@@ -1,0 +1,701 @@
+//! What probes cost (issue 12), in one run on the same containerd and the
+//! same crilet process:
+//!   A. `CRILET_BENCH_PODS` (100) host-network busybox pods without probes
+//!      (`sleep 3600`);
+//!   B. as many host-network pods, each running busybox `httpd` on its own
+//!      loopback port, with an httpGet readiness probe every second against
+//!      it and an exec liveness probe (`true`) every 10 s: 100 HTTP requests
+//!      and 10 ExecSync calls a second for 100 pods.
+//!
+//! Each phase waits until every pod is Ready on crilet's `/pods`, settles
+//! for 10 s, then reads /proc over a window of CRILET_BENCH_WINDOW_SECS
+//! (30) s, with nothing else talking to crilet:
+//!   * crilet: utime+stime of the process (all threads) as % of one core;
+//!     VmRSS at the start and the end of the window and its max (read every
+//!     second); the goal is checked on the end values;
+//!   * containerd: utime+stime of the private containerd (pid from
+//!     `containerd.pid` beside the socket of CRILET_BENCH_ENDPOINT);
+//!   * its shims: the `containerd-shim-runc-v2` processes whose command line
+//!     names that socket (`-address SOCK`), their own utime+stime, and
+//!     apart from it the cutime+cstime of the children they reaped: the
+//!     `runc exec` of each ExecSync and the exec'd probe command, and in both
+//!     phases the `runc ps` containerd has them run for the
+//!     ListPodSandboxStats of crilet's stats collector;
+//!   * the pods: the CPU usage of crilet's cgroup root (cpuacct, or cpu.stat
+//!     under cgroup v2), i.e. `sleep`/`httpd` and the processes it forks per
+//!     request, and what `runc exec` runs inside the container.
+//!
+//! Prints the figures and the B − A deltas for crilet beside the goal (at
+//! most 2 % of a core and 3 MiB RSS more); asserts nothing, the machines
+//! are shared and noisy. At the end (also after a failure) crilet is
+//! stopped and the sandboxes it made are removed over CRI.
+//!
+//! Run by `bash scripts/bench.sh` (CRILET_BENCH_ENDPOINT, CRILET_BIN,
+//! CTRLAB_CGROUP_ROOT). CRILET_BENCH_PODS (100) and CRILET_BENCH_WINDOW_SECS
+//! (30) tune it.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{Read, Write};
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use serde_json::Value;
+
+use crilet::cri::*;
+use crilet::kuberuntime::labels;
+
+const NODE: &str = "bench-node";
+/// USER_HZ: the unit of the times in /proc/<pid>/stat on Linux.
+const HZ: f64 = 100.0;
+const SETTLE: Duration = Duration::from_secs(10);
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+const HEAD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: NAME\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: docker.io/library/busybox:latest\n    imagePullPolicy: IfNotPresent\n";
+
+/// Phase A: a pod that only sleeps.
+fn idle_manifest(name: &str) -> String {
+    HEAD.replace("NAME", name) + "    command: [sleep, \"3600\"]\n"
+}
+
+/// Phase B: httpd on `port` of the host network, probed over HTTP every
+/// second (no host: the pod IP, i.e. --node-ip) and by exec every 10 s.
+/// `/hostname` is the /etc/hostname containerd mounts into the container.
+fn probed_manifest(name: &str, port: u16) -> String {
+    HEAD.replace("NAME", name)
+        + &format!(
+            "    command: [httpd, -f, -p, '127.0.0.1:{port}', -h, /etc]\n    readinessProbe:\n      httpGet:\n        port: {port}\n        path: /hostname\n      periodSeconds: 1\n    livenessProbe:\n      exec:\n        command: [\"true\"]\n      periodSeconds: 10\n"
+        )
+}
+
+fn write(dir: &Path, name: &str, body: &str) {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, body).unwrap();
+    std::fs::rename(&tmp, dir.join(format!("{name}.yaml"))).unwrap();
+}
+
+/// `n` ports free on 127.0.0.1, all different (held together while chosen).
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<_> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
+}
+
+// ------------------------------------------------------------------ /proc
+
+/// The fields of /proc/<pid>/stat after the command name: [0] is field 3
+/// (state), so utime is [11], stime [12], cutime [13], cstime [14] and
+/// starttime [19].
+fn stat_fields(pid: u32) -> Option<Vec<u64>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = stat.get(stat.rfind(')')? + 2..)?;
+    Some(
+        after
+            .split_whitespace()
+            .map(|f| f.parse().unwrap_or(0))
+            .collect(),
+    )
+}
+
+/// (own utime+stime, reaped children's cutime+cstime) in clock ticks.
+fn cpu_ticks(pid: u32) -> Option<(u64, u64)> {
+    let f = stat_fields(pid)?;
+    Some((f[11] + f[12], f[13] + f[14]))
+}
+
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+}
+
+fn comm(pid: u32) -> Option<String> {
+    Some(
+        std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .ok()?
+            .trim()
+            .to_owned(),
+    )
+}
+
+/// The private containerd: the pid file containerd-up.sh writes beside
+/// the socket, if it names a live `containerd`.
+fn containerd_pid(socket: &Path) -> Option<u32> {
+    let pid: u32 = std::fs::read_to_string(socket.parent()?.join("containerd.pid"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    (comm(pid).as_deref() == Some("containerd")).then_some(pid)
+}
+
+/// The shims of that containerd, keyed by (pid, start time): comm
+/// `containerd-shim` (the 15-byte cut of containerd-shim-runc-v2) and
+/// `-address SOCK` on the command line, as containerd-down.sh finds them.
+fn shims(socket: &Path) -> HashSet<(u32, u64)> {
+    let sock = socket.to_string_lossy();
+    let mut found = HashSet::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if comm(pid).as_deref() != Some("containerd-shim") {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let ours = args
+            .windows(2)
+            .any(|w| w[0] == b"-address" && w[1] == sock.as_bytes());
+        if let (true, Some(f)) = (ours, stat_fields(pid)) {
+            found.insert((pid, f[19]));
+        }
+    }
+    found
+}
+
+/// CPU time in nanoseconds of everything under the cgroup root crilet
+/// puts its pods in (cgroup v1 cpuacct, or v2 cpu.stat).
+fn pods_cgroup_ns(cgroup_root: &str) -> Option<u64> {
+    let rel = cgroup_root.trim_start_matches('/');
+    let base = Path::new(crilet::agent::cgroup::CGROUP_ROOT);
+    if base.join("cgroup.controllers").exists() {
+        let stat = std::fs::read_to_string(base.join(rel).join("cpu.stat")).ok()?;
+        let usec: u64 = stat
+            .lines()
+            .find_map(|l| l.strip_prefix("usage_usec "))?
+            .trim()
+            .parse()
+            .ok()?;
+        return Some(usec * 1000);
+    }
+    std::fs::read_to_string(base.join("cpuacct").join(rel).join("cpuacct.usage"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+// ---------------------------------------------------------------- readings
+
+struct Snapshot {
+    at: Instant,
+    crilet: u64,
+    containerd: Option<u64>,
+    shims: HashMap<(u32, u64), (u64, u64)>,
+    pods_ns: Option<u64>,
+}
+
+struct Targets<'a> {
+    crilet: u32,
+    containerd: Option<u32>,
+    socket: &'a Path,
+    cgroup_root: &'a str,
+}
+
+impl Targets<'_> {
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            at: Instant::now(),
+            crilet: cpu_ticks(self.crilet).expect("crilet exited").0,
+            containerd: self.containerd.and_then(cpu_ticks).map(|t| t.0),
+            shims: shims(self.socket)
+                .into_iter()
+                .filter_map(|k| cpu_ticks(k.0).map(|t| (k, t)))
+                .collect(),
+            pods_ns: pods_cgroup_ns(self.cgroup_root),
+        }
+    }
+}
+
+/// One phase's figures, CPU in % of one core.
+struct Figures {
+    crilet_cpu: f64,
+    rss_start_mib: f64,
+    rss_end_mib: f64,
+    rss_max_mib: f64,
+    containerd_cpu: Option<f64>,
+    shims_cpu: f64,
+    shims_children_cpu: f64,
+    shims_counted: usize,
+    shims_changed: usize,
+    pods_cpu: Option<f64>,
+    load: String,
+}
+
+fn pct(ticks: u64, secs: f64) -> f64 {
+    ticks as f64 / HZ / secs * 100.0
+}
+
+/// Reads /proc over `window`, crilet's RSS every second.
+async fn measure(probe: &Targets<'_>, window: Duration) -> Figures {
+    let load = loadavg();
+    let rss_start = rss_kib(probe.crilet).unwrap_or(0);
+    let a = probe.snapshot();
+    let mut rss_max = 0;
+    while a.at.elapsed() < window {
+        rss_max = rss_max.max(rss_kib(probe.crilet).unwrap_or(0));
+        tokio::time::sleep(Duration::from_secs(1).min(window.saturating_sub(a.at.elapsed()))).await;
+    }
+    let b = probe.snapshot();
+    let rss_end = rss_kib(probe.crilet).unwrap_or(0);
+    let secs = (b.at - a.at).as_secs_f64();
+    let (mut own, mut children, mut counted) = (0, 0, 0);
+    for (k, (o0, c0)) in &a.shims {
+        if let Some((o1, c1)) = b.shims.get(k) {
+            own += o1 - o0;
+            children += c1 - c0;
+            counted += 1;
+        }
+    }
+    let changed = a.shims.len() + b.shims.len() - 2 * counted;
+    Figures {
+        crilet_cpu: pct(b.crilet - a.crilet, secs),
+        rss_start_mib: rss_start as f64 / 1024.0,
+        rss_end_mib: rss_end as f64 / 1024.0,
+        rss_max_mib: rss_max.max(rss_end) as f64 / 1024.0,
+        containerd_cpu: a
+            .containerd
+            .zip(b.containerd)
+            .map(|(x, y)| pct(y - x, secs)),
+        shims_cpu: pct(own, secs),
+        shims_children_cpu: pct(children, secs),
+        shims_counted: counted,
+        shims_changed: changed,
+        pods_cpu: a
+            .pods_ns
+            .zip(b.pods_ns)
+            .map(|(x, y)| (y - x) as f64 / 1e9 / secs * 100.0),
+        load,
+    }
+}
+
+// ------------------------------------------------------------------ crilet
+
+struct Agent {
+    child: Child,
+    log: PathBuf,
+    http_port: u16,
+}
+
+impl Agent {
+    fn start(
+        bin: &Path,
+        endpoint: &str,
+        scratch: &Path,
+        cgroup_root: &str,
+        http_port: u16,
+    ) -> Self {
+        let log = scratch.join("crilet.log");
+        let child = Command::new(bin)
+            .args(["run", "--container-runtime-endpoint", endpoint])
+            .arg("--pod-manifest-path")
+            .arg(scratch.join("manifests"))
+            .args(["--hostname-override", NODE, "--node-ip", "127.0.0.1"])
+            .args(["--cgroup-root", cgroup_root])
+            .args(["--http-address", &format!("127.0.0.1:{http_port}")])
+            .arg("--root-dir")
+            .arg(scratch.join("root"))
+            .arg("--socket")
+            .arg(scratch.join("crilet.sock"))
+            .env("CRILET_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start crilet");
+        Agent {
+            child,
+            log,
+            http_port,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn check_alive(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!("crilet exited ({status}); log:\n{}", self.log_tail());
+        }
+    }
+
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    /// SIGTERM, then SIGKILL after 10 s. crilet leaves its pods running.
+    fn stop(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Per pod full name on `/pods`: (Ready condition True, restarts).
+    fn pods(&self) -> Option<HashMap<String, (bool, i64)>> {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.http_port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+        write!(
+            s,
+            "GET /pods HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        )
+        .ok()?;
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).ok()?;
+        let (head, body) = raw.split_once("\r\n\r\n")?;
+        if !head.starts_with("HTTP/1.1 200") {
+            return None;
+        }
+        let list: Value = serde_json::from_str(body).ok()?;
+        let mut out = HashMap::new();
+        for p in list["items"].as_array()? {
+            let Some(name) = p["metadata"]["name"].as_str() else {
+                continue;
+            };
+            let ready = p["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            let restarts = p["status"]["containerStatuses"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["restartCount"].as_i64())
+                .sum();
+            out.insert(name.to_owned(), (ready, restarts));
+        }
+        Some(out)
+    }
+
+    /// (Ready, total restarts) over `names`.
+    fn ready(&self, names: &[String]) -> (usize, i64) {
+        let pods = self.pods().unwrap_or_default();
+        names
+            .iter()
+            .filter_map(|n| pods.get(&format!("{n}-{NODE}")))
+            .fold((0, 0), |(r, c), (ready, restarts)| {
+                (r + usize::from(*ready), c + restarts)
+            })
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+async fn wait_ready(agent: &mut Agent, names: &[String], limit: Duration) -> Duration {
+    let start = Instant::now();
+    loop {
+        agent.check_alive();
+        let (ready, _) = agent.ready(names);
+        if ready == names.len() {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < limit,
+            "only {ready}/{} pods Ready after {limit:?}; crilet log:\n{}",
+            names.len(),
+            agent.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// crilet's sandboxes of the named pods (any state).
+async fn sandboxes_of(rt: &dyn Runtime, names: &[String]) -> Vec<PodSandbox> {
+    let full: HashSet<String> = names.iter().map(|n| format!("{n}-{NODE}")).collect();
+    rt.list_pod_sandbox(&PodSandboxFilter::default())
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|s| {
+            s.labels
+                .get(labels::POD_NAME_LABEL)
+                .is_some_and(|n| full.contains(n))
+        })
+        .collect()
+}
+
+async fn wait_gone(agent: &mut Agent, rt: &dyn Runtime, names: &[String], limit: Duration) {
+    let start = Instant::now();
+    loop {
+        agent.check_alive();
+        let left = sandboxes_of(rt, names).await.len();
+        if left == 0 {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "{left} sandboxes left after {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Stops and removes the named pods' sandboxes and their cgroups, for the
+/// end of the run with crilet stopped.
+async fn sweep(rt: &dyn Runtime, names: &[String], cgroup_root: &str) -> usize {
+    let left = sandboxes_of(rt, names).await;
+    for sb in &left {
+        if let Err(e) = rt.stop_pod_sandbox(&sb.id).await {
+            eprintln!("probes: StopPodSandbox {}: {e}", sb.id);
+        }
+        if let Err(e) = rt.remove_pod_sandbox(&sb.id).await {
+            eprintln!("probes: RemovePodSandbox {}: {e}", sb.id);
+        }
+        for qos in ["", "burstable/", "besteffort/"] {
+            let _ = crilet::agent::cgroup::remove_pod_cgroup(
+                Path::new(crilet::agent::cgroup::CGROUP_ROOT),
+                &format!("{cgroup_root}/kubepods/{qos}pod{}", sb.metadata.uid),
+            );
+        }
+    }
+    left.len()
+}
+
+// -------------------------------------------------------------------- run
+
+struct Setup<'a> {
+    rt: &'a dyn Runtime,
+    manifests: PathBuf,
+    socket: &'a Path,
+    cgroup_root: &'a str,
+    pods: usize,
+    window: Duration,
+    idle: Vec<String>,
+    probed: Vec<String>,
+}
+
+async fn run(s: &Setup<'_>, agent: &mut Agent) {
+    let limit = Duration::from_secs(60 + 3 * s.pods as u64);
+    let probe = Targets {
+        crilet: agent.pid(),
+        containerd: containerd_pid(s.socket),
+        socket: s.socket,
+        cgroup_root: s.cgroup_root,
+    };
+
+    // --- A. no probes
+    for name in &s.idle {
+        write(&s.manifests, name, &idle_manifest(name));
+    }
+    let up_a = wait_ready(agent, &s.idle, limit).await;
+    tokio::time::sleep(SETTLE).await;
+    let a = measure(&probe, s.window).await;
+
+    // --- B. the same count with probes, in place of A's pods
+    for name in &s.idle {
+        std::fs::remove_file(s.manifests.join(format!("{name}.yaml"))).unwrap();
+    }
+    wait_gone(agent, s.rt, &s.idle, limit).await;
+    let ports = free_ports(s.pods);
+    for (name, port) in s.probed.iter().zip(ports) {
+        write(&s.manifests, name, &probed_manifest(name, port));
+    }
+    let up_b = wait_ready(agent, &s.probed, limit).await;
+    tokio::time::sleep(SETTLE).await;
+    let b = measure(&probe, s.window).await;
+    agent.check_alive();
+    let (ready_end, restarts) = agent.ready(&s.probed);
+
+    report(s, &probe, (&a, up_a), (&b, up_b), ready_end, restarts);
+}
+
+fn report(
+    s: &Setup<'_>,
+    probe: &Targets<'_>,
+    (a, up_a): (&Figures, Duration),
+    (b, up_b): (&Figures, Duration),
+    ready_end: usize,
+    restarts: i64,
+) {
+    let n = s.pods;
+    let opt = |v: Option<f64>| v.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.2}"));
+    let containerd = probe
+        .containerd
+        .map_or_else(|| "not found".to_owned(), |p| format!("pid {p}"));
+    println!(
+        "probes: {n} host-network pods per phase, window {} s after {} s settling; crilet pid {}, containerd {containerd}",
+        s.window.as_secs(),
+        SETTLE.as_secs(),
+        probe.crilet,
+    );
+    println!(
+        "  A: no probes ({n} × sleep), all Ready in {:.1} s; load average at the window {}",
+        up_a.as_secs_f64(),
+        a.load
+    );
+    println!(
+        "  B: httpd + httpGet readiness every 1 s + exec liveness (true) every 10 s, all Ready in {:.1} s; load average {}",
+        up_b.as_secs_f64(),
+        b.load
+    );
+    println!("     after B's window: {ready_end}/{n} Ready, {restarts} restarts");
+    println!();
+    println!(
+        "  {:<46} {:>10} {:>10} {:>10}",
+        "(CPU in % of one core)", "A", "B", "B - A"
+    );
+    let row = |what: &str, x: f64, y: f64, goal: &str| {
+        println!("  {what:<46} {x:>10.2} {y:>10.2} {:>+10.2}{goal}", y - x);
+    };
+    let d_cpu = b.crilet_cpu - a.crilet_cpu;
+    let d_rss = b.rss_end_mib - a.rss_end_mib;
+    let within = |ok: bool| if ok { "within" } else { "over" };
+    row(
+        "crilet CPU",
+        a.crilet_cpu,
+        b.crilet_cpu,
+        &format!("   goal <= +2.00: {}", within(d_cpu <= 2.0)),
+    );
+    row(
+        "crilet RSS at the start of the window (MiB)",
+        a.rss_start_mib,
+        b.rss_start_mib,
+        "",
+    );
+    row(
+        "crilet RSS at the end of the window (MiB)",
+        a.rss_end_mib,
+        b.rss_end_mib,
+        &format!("   goal <= +3.00: {}", within(d_rss <= 3.0)),
+    );
+    row(
+        "crilet RSS, max over the window (MiB)",
+        a.rss_max_mib,
+        b.rss_max_mib,
+        "",
+    );
+    println!(
+        "  {:<46} {:>10} {:>10}",
+        "containerd CPU (own)",
+        opt(a.containerd_cpu),
+        opt(b.containerd_cpu)
+    );
+    let shims = |f: &Figures| format!("{} shims", f.shims_counted);
+    println!(
+        "  {:<46} {:>10.2} {:>10.2}   ({} / {})",
+        "shims CPU (own)",
+        a.shims_cpu,
+        b.shims_cpu,
+        shims(a),
+        shims(b)
+    );
+    println!(
+        "  {:<46} {:>10.2} {:>10.2}",
+        "shims' reaped children (runc ps/exec, probes)", a.shims_children_cpu, b.shims_children_cpu
+    );
+    println!(
+        "  {:<46} {:>10} {:>10}",
+        format!("pods' cgroups ({}/...)", s.cgroup_root),
+        opt(a.pods_cpu),
+        opt(b.pods_cpu)
+    );
+    if a.shims_changed + b.shims_changed > 0 {
+        println!(
+            "  ({} shims came or went during the windows and are not counted)",
+            a.shims_changed + b.shims_changed
+        );
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let Ok(endpoint) = std::env::var("CRILET_BENCH_ENDPOINT") else {
+        eprintln!("probes: CRILET_BENCH_ENDPOINT is not set; run `bash scripts/bench.sh`");
+        std::process::exit(2);
+    };
+    let bin = PathBuf::from(std::env::var("CRILET_BIN").unwrap_or_else(|_| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/crilet").to_string()
+    }));
+    assert!(
+        bin.exists(),
+        "{} missing: build it with cargo build --release",
+        bin.display()
+    );
+    let pods: usize = env_or("CRILET_BENCH_PODS", 100);
+    let window = Duration::from_secs(env_or("CRILET_BENCH_WINDOW_SECS", 30));
+    // The cgroup root containerd-down.sh cleans (bench.sh exports it).
+    let cgroup_root = format!(
+        "/{}",
+        std::env::var("CTRLAB_CGROUP_ROOT").unwrap_or_else(|_| "crilet-bench".into())
+    );
+    let socket = PathBuf::from(endpoint.strip_prefix("unix://").unwrap_or(&endpoint));
+    let rt = CriRuntime::connect_lazy(&endpoint, RuntimeOptions::default()).unwrap();
+    rt.version().await.unwrap();
+    let scratch = tempfile::Builder::new()
+        .prefix("crilet-bench-probes-")
+        .tempdir()
+        .unwrap();
+    let manifests = scratch.path().join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let setup = Setup {
+        rt: &rt,
+        manifests,
+        socket: &socket,
+        cgroup_root: &cgroup_root,
+        pods,
+        window,
+        idle: (0..pods).map(|i| format!("idle-{i}")).collect(),
+        probed: (0..pods).map(|i| format!("probed-{i}")).collect(),
+    };
+
+    let mut agent = Agent::start(
+        &bin,
+        &endpoint,
+        scratch.path(),
+        &cgroup_root,
+        free_ports(1)[0],
+    );
+    let outcome = AssertUnwindSafe(run(&setup, &mut agent))
+        .catch_unwind()
+        .await;
+
+    // crilet leaves its pods running when stopped: remove them over CRI.
+    agent.stop();
+    let all: Vec<String> = setup.idle.iter().chain(&setup.probed).cloned().collect();
+    let removed = sweep(&rt, &all, &cgroup_root).await;
+    eprintln!("probes: crilet stopped, {removed} sandboxes removed");
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
