@@ -14,23 +14,16 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{pod, raw_remove, raw_start, summary};
+use common::{env_or, pod, raw_remove, raw_start, summary};
 use crilet::cri::*;
 use crilet::kuberuntime::labels;
 
 const NODE: &str = "bench-node";
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn manifest(name: &str) -> String {
     format!(
@@ -151,18 +144,7 @@ impl Drop for Agent {
 
 #[tokio::main]
 async fn main() {
-    let Ok(endpoint) = std::env::var("CRILET_BENCH_ENDPOINT") else {
-        eprintln!("agent_start: CRILET_BENCH_ENDPOINT is not set; run `bash scripts/bench.sh`");
-        std::process::exit(2);
-    };
-    let bin = PathBuf::from(std::env::var("CRILET_BIN").unwrap_or_else(|_| {
-        concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/crilet").to_string()
-    }));
-    assert!(
-        bin.exists(),
-        "{} missing: build it with cargo build --release",
-        bin.display()
-    );
+    let (endpoint, bin) = common::endpoint_and_binary("agent_start");
     let n: usize = env_or("CRILET_BENCH_ITERATIONS", 10);
     let pods: usize = env_or("CRILET_BENCH_PODS", 50);
     let idle: u64 = env_or("CRILET_BENCH_IDLE_SECS", 30);

@@ -47,20 +47,15 @@ use serde_json::Value;
 use crilet::cri::*;
 use crilet::kuberuntime::labels;
 
+mod common;
 #[path = "common/procfs.rs"]
 mod procfs;
 
+use common::env_or;
 use procfs::{Figures, Targets, containerd_pid, measure};
 
 const NODE: &str = "bench-node";
 const SETTLE: Duration = Duration::from_secs(10);
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 const HEAD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: NAME\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: docker.io/library/busybox:latest\n    imagePullPolicy: IfNotPresent\n";
 
@@ -443,18 +438,7 @@ fn report(
 
 #[tokio::main]
 async fn main() {
-    let Ok(endpoint) = std::env::var("CRILET_BENCH_ENDPOINT") else {
-        eprintln!("probes: CRILET_BENCH_ENDPOINT is not set; run `bash scripts/bench.sh`");
-        std::process::exit(2);
-    };
-    let bin = PathBuf::from(std::env::var("CRILET_BIN").unwrap_or_else(|_| {
-        concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/crilet").to_string()
-    }));
-    assert!(
-        bin.exists(),
-        "{} missing: build it with cargo build --release",
-        bin.display()
-    );
+    let (endpoint, bin) = common::endpoint_and_binary("probes");
     let pods: usize = env_or("CRILET_BENCH_PODS", 100);
     let window = Duration::from_secs(env_or("CRILET_BENCH_WINDOW_SECS", 30));
     // The cgroup root containerd-down.sh cleans (bench.sh exports it).

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crilet::cri::*;
@@ -106,4 +106,31 @@ pub async fn raw_remove(rt: &dyn Runtime, sandbox_id: &str, cgroup_parent: &str)
         Path::new(crilet::agent::cgroup::CGROUP_ROOT),
         cgroup_parent,
     );
+}
+
+/// An environment variable parsed, or `default`.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// What a bench that runs the agent needs from `scripts/bench.sh`: the
+/// runtime endpoint and the release binary. Exits with a hint when run
+/// without them.
+pub fn endpoint_and_binary(bench: &str) -> (String, PathBuf) {
+    let Ok(endpoint) = std::env::var("CRILET_BENCH_ENDPOINT") else {
+        eprintln!("{bench}: CRILET_BENCH_ENDPOINT is not set; run `bash scripts/bench.sh`");
+        std::process::exit(2);
+    };
+    let bin = PathBuf::from(std::env::var("CRILET_BIN").unwrap_or_else(|_| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/crilet").to_string()
+    }));
+    assert!(
+        bin.exists(),
+        "{} missing: build it with cargo build --release",
+        bin.display()
+    );
+    (endpoint, bin)
 }
