@@ -278,7 +278,12 @@ impl ProbeTask {
                 .next_due()
                 .duration_since(self.ctx.clock.now())
                 .max(jiff::SignedDuration::ZERO);
-            let wait = Duration::try_from(wait).unwrap_or_default();
+            // Never sleep past a period: a wall clock that stepped back is
+            // caught at the next tick (`ProbeState::tick` restarts the
+            // schedule) instead of after the step.
+            let wait = Duration::try_from(wait)
+                .unwrap_or_default()
+                .min(self.spec.period);
             tokio::select! {
                 _ = cancel.cancelled() => return,
                 _ = tokio::time::sleep(wait) => {}

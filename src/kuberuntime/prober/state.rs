@@ -239,6 +239,15 @@ impl ProbeState {
     /// may change here (rows 2 and 4): compare [`Self::reading`] before and
     /// after when that matters (readiness and startup feed the status).
     pub fn tick(&mut self, now: Timestamp, target: Option<&ProbeTarget>) -> Tick {
+        // The next tick is never more than a period (plus the start-up
+        // jitter, itself under a period) ahead: further means the wall
+        // clock stepped back, and the schedule restarts from `now` rather
+        // than hold every probe for the length of the step.
+        let ahead = self.next_due.duration_since(now);
+        if ahead > jiff::SignedDuration::try_from(self.period.saturating_mul(2)).unwrap_or_default()
+        {
+            self.next_due = now;
+        }
         let scheduled = now >= self.next_due;
         if !scheduled && !self.triggered {
             return Tick::Skip(SkipReason::NotDue);

@@ -95,6 +95,32 @@ fn initial_results_per_probe_type() {
 }
 
 #[test]
+fn a_wall_clock_stepping_back_does_not_hold_the_probes() {
+    let mut h = Harness::new(Readiness, &spec(0, 1, 3));
+    assert_eq!(
+        h.probe(&running("c1"), out(Success)).result,
+        ProbeResult::Success
+    );
+    // Not due again within the period.
+    assert_eq!(
+        h.state
+            .tick(add(ts(1_000), Duration::from_secs(5)), Some(&running("c1"))),
+        Tick::Skip(SkipReason::NotDue)
+    );
+    // The clock steps back 500 s (still after the container started): the
+    // probe runs at once, then every period.
+    let back = ts(1_000 - 500);
+    assert_eq!(h.state.tick(back, Some(&running("c1"))), Tick::Probe);
+    h.state.record(&out(Success));
+    assert_eq!(h.state.next_due(), add(back, Duration::from_secs(PERIOD)));
+    assert_eq!(
+        h.state
+            .tick(add(back, Duration::from_secs(1)), Some(&running("c1"))),
+        Tick::Skip(SkipReason::NotDue)
+    );
+}
+
+#[test]
 fn first_tick_waits_a_random_part_of_a_period_only_right_after_agent_start() {
     let spec = spec(0, 1, 3);
     // (seconds since the agent started, jitter fraction, first tick due after)
