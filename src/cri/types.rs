@@ -312,11 +312,12 @@ pub struct ContainerConfig {
     pub security: Option<ContainerSecurity>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub enum ContainerState {
     Created,
     Running,
     Exited,
+    #[default]
     Unknown,
 }
 
@@ -337,7 +338,7 @@ pub struct Container {
 }
 
 /// The answer of ContainerStatus.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ContainerStatus {
     pub id: String,
     pub metadata: ContainerMetadata,

@@ -116,6 +116,14 @@ impl Drop for PodProber {
     }
 }
 
+/// The reading of a probe that has not decided anything yet.
+fn initial_reading(probe_type: ProbeType) -> ProbeReading {
+    ProbeReading {
+        container_id: None,
+        result: probe_type.initial_result(),
+    }
+}
+
 /// A fraction of a period in `0.0..1.0`, from the process's random hasher
 /// keys (no random number crate needed for a start-up jitter).
 fn jitter_fraction(seed: &str) -> f64 {
@@ -200,10 +208,7 @@ impl PodProber {
                 .readings
                 .get(&(name.clone(), *probe_type))
                 .cloned()
-                .unwrap_or(ProbeReading {
-                    container_id: None,
-                    result: probe_type.initial_result(),
-                });
+                .unwrap_or_else(|| initial_reading(*probe_type));
             match probe_type {
                 ProbeType::Readiness => entry.readiness = Some(reading),
                 ProbeType::Startup => entry.startup = Some(reading),
@@ -378,8 +383,10 @@ impl ProbeTask {
                             output,
                             grace: self.spec.termination_grace_period_seconds,
                         });
+                    // The worker kills it; readiness and startup changes
+                    // woke it in `publish`.
+                    self.wake.notify_one();
                 }
-                self.wake.notify_one();
             }
         }
     }
@@ -391,10 +398,7 @@ impl ProbeTask {
             .readings
             .get(&(self.container.name.clone(), probe_type))
             .cloned()
-            .unwrap_or(ProbeReading {
-                container_id: None,
-                result: probe_type.initial_result(),
-            })
+            .unwrap_or_else(|| initial_reading(probe_type))
     }
 
     /// Publishes the machine's reading; a readiness or startup change wakes

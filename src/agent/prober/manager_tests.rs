@@ -146,17 +146,8 @@ fn app(id: &str, attempt: u32, state: ContainerState) -> ContainerStatus {
         },
         state,
         created_at: i64::from(attempt),
-        started_at: 0,
-        finished_at: 0,
-        exit_code: 0,
         image: "busybox".into(),
-        image_ref: String::new(),
-        reason: String::new(),
-        message: String::new(),
-        labels: Default::default(),
-        annotations: Default::default(),
-        mounts: vec![],
-        log_path: String::new(),
+        ..Default::default()
     }
 }
 

@@ -26,11 +26,11 @@ pub struct PodAddress<'a> {
 
 impl PodAddress<'_> {
     fn host(&self, explicit: Option<&str>) -> Result<String, String> {
-        let non_empty = |s: &str| (!s.is_empty()).then_some(s.to_owned());
+        // target_host treats an empty IP as unknown.
         target_host(
             explicit,
-            non_empty(self.pod_ip).as_deref(),
-            non_empty(self.node_ip).as_deref(),
+            Some(self.pod_ip),
+            Some(self.node_ip),
             self.host_network,
         )
         .ok_or_else(|| "the pod has no IP yet".to_string())

@@ -17,15 +17,6 @@ use crate::kuberuntime::prober::LifecycleAction;
 /// minimumGracePeriodInSeconds).
 pub const MINIMUM_GRACE_PERIOD_SECONDS: i64 = 2;
 
-/// The spec container named `name`, init or regular.
-fn spec_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
-    let spec = pod.spec.as_ref()?;
-    spec.containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten())
-        .find(|c| c.name == name)
-}
-
 fn address<'a>(ctx: &'a WorkerContext, pod: &Pod, pod_ip: &'a str) -> PodAddress<'a> {
     PodAddress {
         pod_ip,
@@ -74,7 +65,7 @@ pub async fn kill_container(
 ) -> Result<(), RuntimeError> {
     let mut grace = grace.max(0);
     let hook = pod.and_then(|p| {
-        let c = spec_container(p, name)?;
+        let c = mapping::all_containers(p).find(|c| c.name == name)?;
         let pre_stop = c.lifecycle.as_ref()?.pre_stop.as_ref()?;
         Some((p, c, pre_stop))
     });

@@ -39,10 +39,7 @@ impl Worker {
                 // name of this attempt: clear it so the retry can use it.
                 let stale = rt
                     .list_pod_sandbox(&crate::cri::PodSandboxFilter {
-                        label_selector: crate::cri::Labels::from([(
-                            crate::kuberuntime::labels::POD_UID_LABEL.to_string(),
-                            pod::uid(pod).to_string(),
-                        )]),
+                        label_selector: crate::kuberuntime::observe::by_uid(pod::uid(pod)),
                         ..Default::default()
                     })
                     .await

@@ -282,7 +282,8 @@ fn spec(pod: &Pod) -> &PodSpec {
     pod.spec.as_ref().unwrap_or(&EMPTY)
 }
 
-fn all_containers(pod: &Pod) -> impl Iterator<Item = &Container> {
+/// Every spec container, init containers first.
+pub(crate) fn all_containers(pod: &Pod) -> impl Iterator<Item = &Container> {
     let spec = spec(pod);
     spec.init_containers
         .iter()

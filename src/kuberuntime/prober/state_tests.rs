@@ -448,16 +448,7 @@ fn target_is_the_newest_container_of_that_name() {
         state,
         created_at: 100 + i64::from(attempt),
         started_at: 5_000_000_000 + i64::from(attempt),
-        finished_at: 0,
-        exit_code: 0,
-        image: String::new(),
-        image_ref: String::new(),
-        reason: String::new(),
-        message: String::new(),
-        labels: Default::default(),
-        annotations: Default::default(),
-        mounts: vec![],
-        log_path: String::new(),
+        ..Default::default()
     };
     let all = [
         c("app", "old", 0, ContainerState::Exited),
