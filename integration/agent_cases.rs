@@ -232,7 +232,7 @@ async fn agent_killed_and_restarted_adopts_its_containers() {
 
 #[tokio::test]
 #[ignore = "needs the agent tests' containerd (scripts/test.sh)"]
-async fn containerd_restarted_under_a_running_agent() {
+async fn runtime_restarted_under_a_running_agent() {
     let _guard = AGENT_LOCK.lock().await;
     let rt = agent_runtime();
     clean_runtime(&rt).await;
@@ -243,44 +243,11 @@ async fn containerd_restarted_under_a_running_agent() {
     })
     .await;
 
-    let dir = std::env::var("CRILET_AGENT_TEST_DIR").expect("CRILET_AGENT_TEST_DIR");
-    let pid: i32 = std::fs::read_to_string(format!("{dir}/containerd.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    // Stop containerd (its pods survive) and add a pod while it is down.
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    for _ in 0..100 {
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // Stop the runtime's daemon (its pods survive) and add a pod while it is down.
+    agent_runtime_ctl("stop");
     agent.write("b.yaml", &busybox_pod("b", "Always", "exec sleep 100000"));
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/containerd-up.sh");
-    let up = std::process::Command::new("bash")
-        .arg(script)
-        .arg(&dir)
-        .env(
-            "CTRLAB_BRIDGE",
-            std::env::var("CRILET_AGENT_TEST_BRIDGE").unwrap_or_default(),
-        )
-        .env(
-            "CTRLAB_POD_CIDR",
-            std::env::var("CRILET_AGENT_TEST_POD_CIDR").unwrap_or_default(),
-        )
-        .env("CTRLAB_STATS_PERIOD", "1")
-        .output()
-        .unwrap();
-    assert!(
-        up.status.success(),
-        "{}",
-        String::from_utf8_lossy(&up.stderr)
-    );
+    agent_runtime_ctl("up");
 
     let limit = Duration::from_secs(60);
     for name in ["a", "b"] {

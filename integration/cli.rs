@@ -1,4 +1,4 @@
-//! `crilet runtime-info` against the harness containerd, as a user runs it.
+//! `crilet runtime-info` against the harness runtime, as a user runs it.
 
 use std::process::Command;
 
@@ -21,7 +21,8 @@ fn run(args: &[&str]) -> (String, String) {
 #[ignore = "needs the harness containerd (scripts/test.sh)"]
 fn runtime_info_table() {
     let (out, _) = run(&[]);
-    assert!(out.contains("Runtime:      containerd "), "{out}");
+    let name = runtime_kind().runtime_name();
+    assert!(out.contains(&format!("Runtime:      {name} ")), "{out}");
     assert!(
         out.lines()
             .any(|l| l.starts_with("RuntimeReady") && l.contains("true")),
@@ -51,7 +52,7 @@ fn runtime_info_json() {
         }
         std::thread::sleep(std::time::Duration::from_millis(500));
     };
-    assert_eq!(v["runtimeName"], "containerd");
+    assert_eq!(v["runtimeName"], runtime_kind().runtime_name());
     assert!(v["runtimeVersion"].as_str().is_some_and(|s| !s.is_empty()));
     let ready = v["conditions"]
         .as_array()

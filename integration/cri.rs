@@ -14,7 +14,7 @@ use crate::support::*;
 async fn version_and_status() {
     let rt = runtime();
     let v = rt.version().await.unwrap();
-    assert_eq!(v.runtime_name, "containerd");
+    assert_eq!(v.runtime_name, runtime_kind().runtime_name());
     assert_eq!(v.runtime_api_version, "v1");
     assert!(!v.runtime_version.is_empty());
     let s = rt.status().await.unwrap();
@@ -32,7 +32,10 @@ async fn images_list_status_fs_info() {
             .iter()
             .find(|i| i.repo_tags.iter().any(|t| t == want))
             .unwrap_or_else(|| panic!("{want} not in {images:?}"));
-        assert!(img.id.starts_with("sha256:"), "{img:?}");
+        // The lab's images have the same IDs on every runtime; containerd
+        // writes them with the algorithm, CRI-O without.
+        let hex = bare_id(&img.id);
+        assert_eq!(img.id, runtime_kind().image_id(hex), "{img:?}");
         assert!(img.size > 500_000, "{img:?}");
     }
     let bb = rt
@@ -76,26 +79,20 @@ async fn pull_then_remove_an_image() {
     assert_eq!(rt.image_status(PULLTEST).await.unwrap(), None);
 
     let image_ref = rt.pull_image(PULLTEST, None, None).await.unwrap();
-    assert!(image_ref.starts_with("sha256:"), "{image_ref}");
     let img = rt.image_status(PULLTEST).await.unwrap().expect("pulled");
-    assert_eq!(img.id, image_ref);
-    assert!(
-        rt.list_images()
-            .await
-            .unwrap()
-            .iter()
-            .any(|i| i.id == image_ref)
-    );
+    // PullImage answers the image ID on containerd, a repo digest on CRI-O.
+    match runtime_kind() {
+        RuntimeKind::Crio => {
+            assert!(img.repo_digests.contains(&image_ref), "{image_ref} {img:?}")
+        }
+        _ => assert_eq!(img.id, image_ref),
+    }
+    let id = img.id.clone();
+    assert!(rt.list_images().await.unwrap().iter().any(|i| i.id == id));
 
     rt.remove_image(PULLTEST).await.unwrap();
     assert_eq!(rt.image_status(PULLTEST).await.unwrap(), None);
-    assert!(
-        !rt.list_images()
-            .await
-            .unwrap()
-            .iter()
-            .any(|i| i.id == image_ref)
-    );
+    assert!(!rt.list_images().await.unwrap().iter().any(|i| i.id == id));
     // CRI: removing what is not there succeeds.
     rt.remove_image(PULLTEST).await.unwrap();
 }
@@ -196,7 +193,11 @@ async fn pod_lifecycle(host_network: bool) {
     let st = rt.container_status(&ctr).await.unwrap();
     assert_eq!(st.state, ContainerState::Running);
     assert_eq!(st.metadata, cconfig.metadata);
-    assert!(st.image_ref.starts_with("sha256:"), "{st:?}");
+    // containerd resolves the image to its ID, CRI-O to a repo digest.
+    match runtime_kind() {
+        RuntimeKind::Crio => assert!(st.image_ref.contains("@sha256:"), "{st:?}"),
+        _ => assert!(st.image_ref.starts_with("sha256:"), "{st:?}"),
+    }
     assert_eq!(st.log_path, pod.log_file("main").to_string_lossy());
     assert_eq!(
         ContainerLabels::from_labels(&st.labels, &st.annotations).unwrap(),
@@ -315,8 +316,11 @@ async fn pod_lifecycle(host_network: bool) {
     let pstats = rt.pod_sandbox_stats(&sb).await.unwrap();
     assert_eq!(pstats.id, sb);
     assert_eq!(pstats.metadata, pod.config.metadata);
-    assert!(pstats.cpu.is_some(), "{pstats:?}");
-    assert!(pstats.memory.is_some(), "{pstats:?}");
+    // CRI-O with the cgroupfs manager leaves pod-level CPU and memory null
+    // (crilet's stats then sum the containers: see stats.rs).
+    let pod_level = runtime_kind() != RuntimeKind::Crio;
+    assert_eq!(pstats.cpu.is_some(), pod_level, "{pstats:?}");
+    assert_eq!(pstats.memory.is_some(), pod_level, "{pstats:?}");
     assert!(
         pstats.containers.iter().any(|c| c.id == ctr),
         "sandbox stats lack the container: {pstats:?}"
@@ -407,15 +411,19 @@ async fn runtime_errors_are_typed() {
     let err = rt.start_container("no-such-container").await.unwrap_err();
     assert!(err.to_string().contains("StartContainer"), "{err}");
 
-    // A name is reserved per attempt: the same metadata twice is refused,
-    // and a container of a missing image fails naming the image.
+    // A name is reserved per attempt: containerd refuses the same metadata
+    // twice, CRI-O answers the sandbox it already has. Either way there is
+    // one sandbox. A container of a missing image fails naming the image.
     let pod = PodFixture::new("reserved", true);
     let sb = rt.run_pod_sandbox(&pod.config).await.unwrap();
     let again = rt.run_pod_sandbox(&pod.config).await;
-    assert!(
-        again.is_err(),
-        "second RunPodSandbox with the same attempt: {again:?}"
-    );
+    match runtime_kind() {
+        RuntimeKind::Crio => assert_eq!(again.as_ref().ok(), Some(&sb)),
+        _ => assert!(
+            again.is_err(),
+            "second RunPodSandbox with the same attempt: {again:?}"
+        ),
+    }
     let (_, mut cfg) = pod.container("c", "true");
     cfg.image = "docker.io/library/not-imported:9".into();
     let err = rt

@@ -45,13 +45,13 @@ fn invalid_gc_settings_are_refused_at_start_naming_the_flag() {
 }
 
 #[tokio::test]
-#[ignore = "needs the GC tests' containerd (scripts/test.sh)"]
+#[ignore = "needs the GC tests' runtime (scripts/test.sh)"]
 async fn agent_collects_unused_images_on_its_period() {
     let _g = GC_LOCK.lock().await;
     let rt = gc_runtime();
     clean(&rt).await;
-    import("a", 16);
-    import("b", 16);
+    import(&rt, "a", 16).await;
+    import(&rt, "b", 16).await;
     let d = disk(&rt).await;
     // 12 MiB over the low threshold of 70 %, about 72.3 % used: above the
     // high threshold of 71 % with room for containerd's own small writes
@@ -61,10 +61,7 @@ async fn agent_collects_unused_images_on_its_period() {
     let log = root.path().join("crilet.log");
     let mut child = Command::new(env!("CARGO_BIN_EXE_crilet"))
         .args(["run", "--container-runtime-endpoint"])
-        .arg(format!(
-            "unix://{}",
-            gc_dir().join("containerd.sock").display()
-        ))
+        .arg(gc_endpoint())
         .args(["--hostname-override", "gc-node", "--node-ip", "127.0.0.1"])
         .arg("--root-dir")
         .arg(root.path())

@@ -1,7 +1,7 @@
-//! Fixtures of the GC tests: their own containerd whose root is a small
+//! Fixtures of the GC tests: their own runtime whose image store is a small
 //! loop-mounted ext4 (CRILET_GC_TEST_ENDPOINT, CRILET_GC_TEST_DIR), images
-//! of known sizes built by scripts/gc-images.sh, a disk filler, and a log
-//! capture for the warnings.
+//! of known sizes built by scripts/gc-images.sh and pulled from the
+//! loopback registry, a disk filler, and a log capture for the warnings.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -37,9 +37,13 @@ pub fn gc_dir() -> PathBuf {
     PathBuf::from(env("CRILET_GC_TEST_DIR"))
 }
 
+pub fn gc_endpoint() -> String {
+    env("CRILET_GC_TEST_ENDPOINT")
+}
+
 pub fn gc_runtime() -> CriRuntime {
     CriRuntime::connect_lazy(
-        &env("CRILET_GC_TEST_ENDPOINT"),
+        &gc_endpoint(),
         RuntimeOptions {
             request_timeout: Duration::from_secs(30),
             image_pull_timeout: Duration::from_secs(60),
@@ -48,13 +52,20 @@ pub fn gc_runtime() -> CriRuntime {
     .expect("GC endpoint is valid")
 }
 
-/// The reference of a test image.
+/// The reference of a test image: in the loopback registry, which every
+/// runtime of the suite pulls from.
 pub fn gc_ref(name: &str) -> String {
-    format!("crilet.test/gc/{name}:1")
+    format!("{REGISTRY}/crilet/gc/{name}:1")
 }
 
-/// Builds (once) and imports `name` with a random layer of `mib` MiB.
-pub fn import(name: &str, mib: u64) -> String {
+/// The loopback registry of the CRI tests' containerd.
+const REGISTRY: &str = "127.0.0.1:5000";
+
+/// Builds (once) an image named `name` with a random layer of `mib` MiB,
+/// pushes it to the loopback registry and pulls it through CRI: the same
+/// path on every runtime (containerd and CRI-O import differently).
+/// Returns the image's ID as the runtime lists it.
+pub async fn import(rt: &CriRuntime, name: &str, mib: u64) -> String {
     let out = gc_dir().join("gc-images");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/gc-images.sh");
     let st = Command::new("bash")
@@ -64,29 +75,29 @@ pub fn import(name: &str, mib: u64) -> String {
         .status()
         .unwrap();
     assert!(st.success(), "gc-images.sh failed");
-    let sock = gc_dir().join("containerd.sock");
-    let o = Command::new("ctr")
-        .args([
-            "-a",
-            sock.to_str().unwrap(),
-            "-n",
-            "k8s.io",
-            "images",
-            "import",
-        ])
-        .args(["--platform", "linux/amd64"])
-        .arg(out.join(format!("{name}.tar")))
+    let o = Command::new("skopeo")
+        .args(["copy", "--quiet", "--dest-tls-verify=false"])
+        .arg(format!(
+            "oci-archive:{}",
+            out.join(format!("{name}.tar")).display()
+        ))
+        .arg(format!("docker://{}", gc_ref(name)))
         .output()
         .unwrap();
     assert!(
         o.status.success(),
-        "ctr import: {}",
+        "skopeo copy to {REGISTRY}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    std::fs::read_to_string(out.join(format!("{name}.id")))
+    let reference = gc_ref(name);
+    rt.pull_image(&reference, None, None)
+        .await
+        .unwrap_or_else(|e| panic!("pulling {reference}: {e}"));
+    rt.image_status(&reference)
+        .await
         .unwrap()
-        .trim()
-        .to_string()
+        .unwrap_or_else(|| panic!("{reference} pulled but not listed"))
+        .id
 }
 
 /// Capacity and availability of the image filesystem, as GC reads them.
@@ -133,7 +144,10 @@ pub async fn clean(rt: &CriRuntime) {
     let _ = std::fs::remove_file(gc_dir().join("root").join("crilet-gc-fill"));
     crate::agent::remove_all_pods(rt).await;
     for i in rt.list_images().await.unwrap() {
-        if i.repo_tags.iter().any(|t| t.starts_with("crilet.test/gc/")) {
+        if i.repo_tags
+            .iter()
+            .any(|t| t.starts_with(&format!("{REGISTRY}/crilet/gc/")))
+        {
             rt.remove_image(&i.id).await.unwrap();
         }
     }
@@ -157,7 +171,8 @@ pub async fn hold(
 ) -> String {
     let (_, mut cfg) = pod.container(name, "true");
     cfg.image = image.to_string();
-    cfg.command = vec!["/data".into()];
+    // The image's only file; CRI-O's runc create checks it can be executed.
+    cfg.command = vec![format!("/data-{name}")];
     rt.create_container(sandbox, &cfg, &pod.config)
         .await
         .unwrap()

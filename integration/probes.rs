@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::agent::*;
 use crate::apiserver::ApiServer;
-use crate::support::{cli, eventually, free_port, try_http_get};
+use crate::support::{RuntimeKind, cli, eventually, free_port, runtime_kind, try_http_get};
 
 const LIMIT: Duration = Duration::from_secs(40);
 
@@ -68,6 +68,20 @@ pub fn restart_count(status: &PodStatus, name: &str) -> i32 {
         .flatten()
         .find(|c| c.name == name)
         .map_or(0, |c| c.restart_count)
+}
+
+/// The waiting reason and message of container `name`, if it is waiting.
+pub fn waiting(status: &PodStatus, name: &str) -> Option<(String, String)> {
+    let c = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .find(|c| c.name == name)?;
+    let w = c.state.as_ref()?.waiting.as_ref()?;
+    Some((
+        w.reason.clone().unwrap_or_default(),
+        w.message.clone().unwrap_or_default(),
+    ))
 }
 
 /// Waits until `/pods` shows a status of `name` passing `check`.
@@ -350,7 +364,6 @@ async fn kubeadm_etcd_shaped_manifest_goes_ready() {
     clean_runtime(&rt).await;
     let port = free_port();
     let metrics = free_port();
-    let agent = agent_with_http(port);
     let data = tempfile::Builder::new()
         .prefix("crilet-etcd-")
         .tempdir()
@@ -429,6 +442,25 @@ status: {{}}
 "#,
         data_dir = data_dir.display()
     );
+    let mut args = vec!["--http-address".to_string(), format!("127.0.0.1:{port}")];
+    if runtime_kind() == RuntimeKind::Crio {
+        // CRI-O does not restrict oom_score_adj as containerd does, and root
+        // on this machine lacks CAP_SYS_RESOURCE: the node-critical -997
+        // fails every CreateContainer. crilet shows the runtime's reason...
+        let agent = agent_with_http(port);
+        agent.write("etcd.yaml", &manifest);
+        wait_status(&agent, port, "etcd", LIMIT, "CreateContainerError", |s| {
+            waiting(s, "etcd").is_some_and(|(reason, message)| {
+                reason == "CreateContainerError" && message.contains("oom_score_adj")
+            })
+        })
+        .await;
+        drop(agent);
+        clean_runtime(&rt).await;
+        // ...and runs it with --restrict-oom-score-adj.
+        args.push("--restrict-oom-score-adj".into());
+    }
+    let agent = AgentProcess::start_with(&args);
     agent.write("etcd.yaml", &manifest);
     // Not Ready before the startup probe has run.
     let early = wait_status(&agent, port, "etcd", LIMIT, "Running", |s| {

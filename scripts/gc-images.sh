@@ -24,18 +24,19 @@ put() { # file layout -> digest hex (file moved into the layout's blobs)
 
 for spec in "$@"; do
   name=${spec%%:*}; mib=${spec#*:}
-  [ -f "$OUT/$name.tar" ] && [ "$(cat "$OUT/$name.mib" 2>/dev/null)" = "$mib" ] && continue
+  [ -f "$OUT/$name.tar" ] && [ "$(cat "$OUT/$name.mib" 2>/dev/null)" = "$mib exec" ] && continue
   tmp=$(mktemp -d "$OUT/.build-$name.XXXX")
   layout=$tmp/layout
   mkdir -p "$tmp/rootfs" "$layout"
   head -c "$((mib * 1024 * 1024))" /dev/urandom >"$tmp/rootfs/data-$name"
+  chmod 0755 "$tmp/rootfs/data-$name"   # runc create (CRI-O) checks the command can run
   tar --sort=name --mtime=@$SDE --owner=0 --group=0 --numeric-owner --format=gnu \
       -C "$tmp/rootfs" -cf "$tmp/layer.tar" .
   lsize=$(stat -c %s "$tmp/layer.tar")
   ldig=$(put "$tmp/layer.tar" "$layout")
-  jq -cn --arg diff "sha256:$ldig" '{
+  jq -cn --arg diff "sha256:$ldig" --arg cmd "/data-$name" '{
       created: "2024-01-01T00:00:00Z", architecture: "amd64", os: "linux",
-      config: { Cmd: ["/data"] },
+      config: { Cmd: [ $cmd ] },
       rootfs: { type: "layers", diff_ids: [ $diff ] } }' | tr -d '\n' >"$tmp/config.json"
   csize=$(stat -c %s "$tmp/config.json")
   cdig=$(put "$tmp/config.json" "$layout")
@@ -57,6 +58,6 @@ for spec in "$@"; do
   echo '{"imageLayoutVersion":"1.0.0"}' >"$layout/oci-layout"
   tar --format=gnu -C "$layout" -cf "$OUT/$name.tar" oci-layout index.json blobs
   echo "sha256:$cdig" >"$OUT/$name.id"
-  echo "$mib" >"$OUT/$name.mib"
+  echo "$mib exec" >"$OUT/$name.mib"   # "exec": the data file is executable
   rm -rf "$tmp"
 done

@@ -2,21 +2,21 @@
 # The whole test suite, as CI runs it (.ci/run calls this):
 #   1. cargo fmt --check, clippy with warnings denied, the layering check,
 #      cargo doc with warnings denied, unit tests;
-#   2. a private containerd (own root, state, socket, bridge, registry on
-#      127.0.0.1:5000) brought up by scripts/containerd-up.sh, installing
-#      containerd, runc, CNI plugins and busybox-static with apt-get if needed;
-#   3. the integration binary against it, including the #[ignore]d tests
-#      that need a runtime;
-#   4. containerd stopped and everything it left removed, pass or fail.
-# Environment: CRILET_TEST_DIR (default /tmp/crilet-test).
+#   2. the integration binary, including the #[ignore]d tests that need a
+#      runtime, once per CRI runtime: containerd 1.6 (apt-get), containerd 2.1
+#      and CRI-O 1.32 (../shared/bin, started by ../shared/lab through
+#      scripts/runtime.sh), each with private instances (own root, state,
+#      socket, bridge, CIDR and cgroup root) and the loopback registry on
+#      127.0.0.1:5000;
+#   3. every instance stopped and everything it left removed, pass or fail.
+# Environment: CRILET_TEST_DIR (default /tmp/crilet-test), CRILET_TEST_RUNTIMES
+# (default "containerd1 containerd2 crio").
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 need_toolchain
 
 STATE=${CRILET_TEST_DIR:-/tmp/crilet-test}
-# Own bridge, CIDR and cgroup root, so a developer's other instance is untouched.
-export CTRLAB_BRIDGE=crilettest0 CTRLAB_POD_CIDR=10.89.0.0/16 CTRLAB_CGROUP_ROOT=crilet-test
 # containerd refreshes image-fs and snapshot usage this often (seconds).
 export CTRLAB_STATS_PERIOD=1
 
@@ -31,35 +31,80 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
 say "unit tests"
 cargo test --lib --bins
 
-# Two private containerds: the CRI tests create kubelet-labelled pods, and an
-# agent owns every such pod on its runtime, so the agent tests get their own.
-AGENT_STATE=${CRILET_AGENT_TEST_DIR:-/tmp/crilet-agent-test}
-# A third one for image/container GC: its root is a small loop-mounted ext4
-# that the tests fill up.
-GC_STATE=${CRILET_GC_TEST_DIR:-/tmp/crilet-gc-test}
+# The integration suite runs once per runtime: Debian's containerd 1.6, then
+# containerd 2.1 and CRI-O 1.32 from ../shared (CRILET_TEST_RUNTIMES picks
+# some). Each run gets three private instances: one for the CRI tests, one
+# for the agent tests (an agent owns every kubelet-labelled pod on its
+# runtime) and one for image/container GC, whose image store is a small
+# loop-mounted ext4 the tests fill up. The containerd 1.6 CRI instance also
+# serves the loopback registry (127.0.0.1:5000) every runtime pulls from,
+# so it stays up for the whole run.
+RUNTIMES=${CRILET_TEST_RUNTIMES:-containerd1 containerd2 crio}
+RT="$ROOT/scripts/runtime.sh"
+export CTRLAB_REGISTRY_ADDR=127.0.0.1:5000
+UP_NOW=()
+instances() { # KIND -> "dir bridge cidr cgroup-root" for cri, agent and gc
+  case "$1" in
+    containerd1) echo "$STATE crilettest0 10.89.0.0/16 crilet-test
+${CRILET_AGENT_TEST_DIR:-/tmp/crilet-agent-test} crilettest1 10.92.0.0/16 crilet-agent-test
+${CRILET_GC_TEST_DIR:-/tmp/crilet-gc-test} crilettest3 10.94.0.0/16 crilet-gc-test" ;;
+    containerd2) echo "/tmp/crilet-c2-test crilettest10 10.101.0.0/16 crilet-test
+/tmp/crilet-c2-agent crilettest11 10.102.0.0/16 crilet-agent-test
+/tmp/crilet-c2-gc crilettest12 10.103.0.0/16 crilet-gc-test" ;;
+    crio) echo "/tmp/crilet-crio-test crilettest13 10.104.0.0/16 crilet-test
+/tmp/crilet-crio-agent crilettest14 10.105.0.0/16 crilet-agent-test
+/tmp/crilet-crio-gc crilettest15 10.106.0.0/16 crilet-gc-test" ;;
+    *) die "unknown runtime '$1' in CRILET_TEST_RUNTIMES" ;;
+  esac
+}
+down_all() {
+  local entry kind dir
+  for entry in "${UP_NOW[@]}"; do
+    kind=${entry%% *} dir=${entry#* }
+    bash "$RT" down "$kind" "$dir" --purge >/dev/null 2>&1 || say "could not stop $kind in $dir"
+  done
+  UP_NOW=()
+}
 cleanup() {
   local rc=$?
-  say "stopping the private containerds"
-  CTRLAB_BRIDGE=crilettest1 CTRLAB_CGROUP_ROOT=crilet-agent-test \
-    bash "$ROOT/scripts/containerd-down.sh" "$AGENT_STATE" --purge || true
-  CTRLAB_BRIDGE=crilettest3 CTRLAB_CGROUP_ROOT=crilet-gc-test \
-    bash "$ROOT/scripts/containerd-down.sh" "$GC_STATE" --purge || true
-  bash "$ROOT/scripts/containerd-down.sh" "$STATE" --purge || true
+  say "stopping the private runtimes"
+  down_all
   exit $rc
 }
 trap cleanup EXIT
-say "starting the private containerd in $STATE"
-SOCK=$(bash "$ROOT/scripts/containerd-up.sh" "$STATE" --registry)
-say "starting the agent tests' containerd in $AGENT_STATE"
-AGENT_SOCK=$(CTRLAB_BRIDGE=crilettest1 CTRLAB_POD_CIDR=10.92.0.0/16 \
-  bash "$ROOT/scripts/containerd-up.sh" "$AGENT_STATE")
-say "starting the GC tests' containerd in $GC_STATE (root on a 512 MiB loop fs)"
-GC_SOCK=$(CTRLAB_BRIDGE=crilettest3 CTRLAB_POD_CIDR=10.94.0.0/16 CTRLAB_CGROUP_ROOT=crilet-gc-test \
-  bash "$ROOT/scripts/containerd-up.sh" "$GC_STATE" --root-fs loop:512M)
+up() { # KIND DIR BRIDGE CIDR CGROUP_ROOT [options] -> socket
+  local kind=$1 dir=$2
+  UP_NOW+=("$kind $dir")
+  CTRLAB_BRIDGE=$3 CTRLAB_POD_CIDR=$4 CTRLAB_CGROUP_ROOT=$5 bash "$RT" up "$kind" "$dir" "${@:6}"
+}
 
-say "integration tests against unix://$SOCK and unix://$AGENT_SOCK"
-CRILET_TEST_ENDPOINT="unix://$SOCK" CRILET_TEST_POD_CIDR="$CTRLAB_POD_CIDR" \
-  CRILET_AGENT_TEST_ENDPOINT="unix://$AGENT_SOCK" CRILET_AGENT_TEST_DIR="$AGENT_STATE" \
-  CRILET_AGENT_TEST_BRIDGE=crilettest1 CRILET_AGENT_TEST_POD_CIDR=10.92.0.0/16 \
-  CRILET_GC_TEST_ENDPOINT="unix://$GC_SOCK" CRILET_GC_TEST_DIR="$GC_STATE" \
-  cargo test --test integration -- --include-ignored
+say "starting containerd 1.6 with the loopback registry in $STATE"
+SOCK=$(up containerd1 "$STATE" crilettest0 10.89.0.0/16 crilet-test --registry)
+REGISTRY_UP=("${UP_NOW[@]}")
+for kind in $RUNTIMES; do
+  mapfile -t I < <(instances "$kind")
+  read -r CRI_DIR CRI_BR CRI_CIDR CRI_CG <<<"${I[0]}"
+  read -r AGENT_DIR AGENT_BR AGENT_CIDR AGENT_CG <<<"${I[1]}"
+  read -r GC_DIR GC_BR GC_CIDR GC_CG <<<"${I[2]}"
+  say "[$kind] starting the CRI, agent and GC instances"
+  if [ "$kind" = containerd1 ]; then CRI_SOCK=$SOCK; else
+    CRI_SOCK=$(up "$kind" "$CRI_DIR" "$CRI_BR" "$CRI_CIDR" "$CRI_CG"); fi
+  AGENT_SOCK=$(up "$kind" "$AGENT_DIR" "$AGENT_BR" "$AGENT_CIDR" "$AGENT_CG")
+  GC_SOCK=$(up "$kind" "$GC_DIR" "$GC_BR" "$GC_CIDR" "$GC_CG" --root-fs loop:512M)
+  say "[$kind] integration tests against unix://$CRI_SOCK, unix://$AGENT_SOCK and unix://$GC_SOCK"
+  t0=$(date +%s)
+  CRILET_TEST_RUNTIME=$kind \
+    CRILET_TEST_ENDPOINT="unix://$CRI_SOCK" CRILET_TEST_POD_CIDR="$CRI_CIDR" \
+    CRILET_AGENT_TEST_ENDPOINT="unix://$AGENT_SOCK" CRILET_AGENT_TEST_DIR="$AGENT_DIR" \
+    CRILET_AGENT_TEST_BRIDGE="$AGENT_BR" CRILET_AGENT_TEST_POD_CIDR="$AGENT_CIDR" \
+    CRILET_GC_TEST_ENDPOINT="unix://$GC_SOCK" CRILET_GC_TEST_DIR="$GC_DIR" \
+    cargo test --test integration -- --include-ignored
+  say "[$kind] integration tests passed in $(( $(date +%s) - t0 )) s"
+  # Keep only the registry's containerd between runtimes.
+  keep=()
+  for entry in "${UP_NOW[@]}"; do
+    if [ "$entry" = "${REGISTRY_UP[0]}" ]; then keep+=("$entry"); continue; fi
+    bash "$RT" down "${entry%% *}" "${entry#* }" --purge >/dev/null 2>&1 || say "could not stop $entry"
+  done
+  UP_NOW=("${keep[@]}")
+done

@@ -270,6 +270,9 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         host_dns: node::read_host_dns(std::path::Path::new("/etc/resolv.conf")),
         host_ip: node::node_ip(settings.node_ip.as_deref()),
         memory_capacity: node::read_memory_capacity(),
+        oom_score_adj_floor: settings
+            .restrict_oom_score_adj
+            .then(node::read_own_oom_score_adj),
     };
     // Image GC collects once the runtime answers.
     tokio::spawn(image_gc.clone().run(cancel.clone()));

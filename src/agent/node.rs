@@ -89,6 +89,15 @@ pub fn read_memory_capacity() -> u64 {
         .unwrap_or(0)
 }
 
+/// crilet's own oom_score_adj, the floor of `--restrict-oom-score-adj`
+/// (0 when it cannot be read, the score every process starts with).
+pub fn read_own_oom_score_adj() -> i64 {
+    std::fs::read_to_string("/proc/self/oom_score_adj")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

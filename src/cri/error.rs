@@ -58,6 +58,14 @@ impl RuntimeError {
     }
 }
 
+/// How tonic words the statuses it makes itself, without a source.
+const TRANSPORT_PREFIXES: [&str; 4] = [
+    "transport error",
+    "h2 protocol error",
+    "operation was canceled",
+    "error trying to connect",
+];
+
 /// One line for a status. tonic puts a transport failure's text in the
 /// source chain, not in the message, so the innermost cause is appended
 /// here: "connection refused" or "No such file" must reach the operator.
@@ -82,7 +90,16 @@ fn describe_status(status: &tonic::Status) -> String {
     }
     // A peer that is not a gRPC server either answers garbage to the HTTP/2
     // preface or hangs up on it, depending on timing: say so in both cases.
+    // A status the runtime itself sent (CRI-O's "write child: broken pipe"
+    // from a failed conmon) is no hang-up: only tonic's own failures count.
     let lower = line.to_lowercase();
+    let from_transport = std::error::Error::source(status).is_some()
+        || TRANSPORT_PREFIXES
+            .iter()
+            .any(|p| status.message().to_lowercase().starts_with(p));
+    if !from_transport {
+        return line;
+    }
     if lower.contains("h2 protocol error") || lower.contains("invalid http") {
         line.push_str(" (the endpoint does not speak gRPC; is it a CRI runtime socket?)");
     } else if ["broken pipe", "connection reset", "connection closed"]
@@ -154,6 +171,18 @@ mod tests {
                 "{text}"
             );
         }
+        // The runtime's own status that mentions a broken pipe: no hint.
+        let runtime_said = RuntimeError::Rpc {
+            endpoint: "unix:///x".into(),
+            op: "CreateContainer",
+            status: tonic::Status::unknown(
+                "failed to wait exit status 1 after failing with: write child: broken pipe",
+            ),
+        };
+        assert!(
+            !runtime_said.to_string().contains("CRI runtime socket"),
+            "{runtime_said}"
+        );
         let plain = RuntimeError::Rpc {
             endpoint: "unix:///x".into(),
             op: "Version",

@@ -228,8 +228,15 @@ impl ImageRecords {
         if let Some(id) = self.names.get(reference) {
             return Some(id);
         }
+        // containerd's IDs carry "sha256:", CRI-O's do not: either names either.
         let with_algo = format!("sha256:{reference}");
         if let Some((k, _)) = self.records.get_key_value(&with_algo) {
+            return Some(k);
+        }
+        if let Some((k, _)) = reference
+            .strip_prefix("sha256:")
+            .and_then(|bare| self.records.get_key_value(bare))
+        {
             return Some(k);
         }
         self.names

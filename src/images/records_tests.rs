@@ -165,3 +165,24 @@ fn a_tag_moved_to_another_image_protects_the_new_one() {
     assert_eq!(r.resolve("x:1"), None);
     assert_eq!(r.resolve("a"), Some("sha256:a"), "a bare hex ID");
 }
+
+#[test]
+fn cri_o_ids_without_the_algorithm_resolve_either_way() {
+    // CRI-O lists `<hex>` where containerd lists `sha256:<hex>`, and its
+    // containers name their image by repo digest (image_ref) rather than ID.
+    let mut r = ImageRecords::default();
+    let hex = "14035b6f41fa";
+    let img = Image {
+        repo_digests: vec![format!("docker.io/library/busybox@sha256:m{hex}")],
+        ..image(hex, "docker.io/library/busybox:latest", 2_141_369)
+    };
+    let running = container(
+        "docker.io/library/busybox:latest",
+        &format!("docker.io/library/busybox@sha256:m{hex}"),
+        ContainerState::Running,
+    );
+    r.detect(&[img], &[running], None, &[], 1);
+    assert_eq!(r.resolve(hex), Some(hex));
+    assert_eq!(r.resolve(&format!("sha256:{hex}")), Some(hex));
+    assert!(r.get(hex).unwrap().in_use, "the digest ref marks it in use");
+}

@@ -31,6 +31,8 @@ pub const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
 pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
 /// Label holding the container name (containers only).
 pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
+/// The container name CRI-O (and dockershim before it) puts on a sandbox.
+pub const INFRA_CONTAINER_NAME: &str = "POD";
 /// Annotation holding the container spec hash as lowercase hex.
 pub const CONTAINER_HASH_ANNOTATION: &str = "io.kubernetes.container.hash";
 /// Annotation holding the container restart count in decimal.
@@ -109,14 +111,15 @@ impl PodSandboxLabels {
     }
 
     /// Recovers the sandbox identity. Every label other than the identity
-    /// labels and runtime-owned `io.cri-containerd.*` keys is taken to be a
-    /// pod label; every annotation is taken to be a pod annotation.
+    /// labels and runtime-owned keys (containerd's `io.cri-containerd.*`,
+    /// CRI-O's `io.kubernetes.container.name=POD` on every sandbox) is taken
+    /// to be a pod label; every annotation is taken to be a pod annotation.
     pub fn from_labels(labels: &Labels, annotations: &Labels) -> Result<Self, LabelError> {
-        let pod_labels = copy_map(
-            labels
-                .iter()
-                .filter(|(k, _)| !is_pod_identity_key(k) && !k.starts_with(RUNTIME_LABEL_PREFIX)),
-        );
+        let pod_labels = copy_map(labels.iter().filter(|(k, v)| {
+            !is_pod_identity_key(k)
+                && !k.starts_with(RUNTIME_LABEL_PREFIX)
+                && !(k.as_str() == CONTAINER_NAME_LABEL && v.as_str() == INFRA_CONTAINER_NAME)
+        }));
         Ok(Self {
             pod_name: required(labels, LABEL, POD_NAME_LABEL)?,
             pod_namespace: required(labels, LABEL, POD_NAMESPACE_LABEL)?,

@@ -74,6 +74,26 @@ fn sandbox_maps_are_exact() {
 }
 
 #[test]
+fn runtime_owned_sandbox_labels_are_not_pod_labels() {
+    let s = sample_sandbox();
+    let mut labels = s.to_labels();
+    // CRI-O labels every sandbox as container "POD"; containerd adds its own prefix.
+    labels.insert("io.kubernetes.container.name".into(), "POD".into());
+    labels.insert("io.cri-containerd.kind".into(), "sandbox".into());
+    let back = PodSandboxLabels::from_labels(&labels, &s.to_annotations()).unwrap();
+    assert_eq!(back, s);
+    // A pod label of that key with another value is the pod's own.
+    labels.insert("io.kubernetes.container.name".into(), "mine".into());
+    let back = PodSandboxLabels::from_labels(&labels, &s.to_annotations()).unwrap();
+    assert_eq!(
+        back.pod_labels
+            .get("io.kubernetes.container.name")
+            .map(String::as_str),
+        Some("mine")
+    );
+}
+
+#[test]
 fn container_maps_are_exact() {
     let c = sample_container();
     assert_eq!(

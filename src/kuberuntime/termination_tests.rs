@@ -188,6 +188,7 @@ fn ctx() -> NodeContext {
         host_dns: DnsConfig::default(),
         host_ip: "10.0.0.1".into(),
         memory_capacity: 1 << 30,
+        oom_score_adj_floor: None,
     }
 }
 

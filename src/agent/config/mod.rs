@@ -76,6 +76,13 @@ pub struct RunArgs {
     /// match the runtime's driver.
     #[arg(long, value_name = "cgroupfs|systemd")]
     pub cgroup_driver: Option<CgroupDriver>,
+    /// Raise every container's oom_score_adj to at least crilet's own, as
+    /// containerd's restrict_oom_score_adj does: for a runtime that cannot
+    /// lower scores (no CAP_SYS_RESOURCE, rootless) and does not restrict
+    /// them itself (CRI-O), where a node-critical or Guaranteed pod's -997
+    /// fails every CreateContainer.
+    #[arg(long)]
+    pub restrict_oom_score_adj: bool,
     /// Log format.
     #[arg(long, value_enum)]
     pub log_format: Option<LogFormat>,
@@ -159,6 +166,7 @@ pub struct Settings {
     pub root_dir: PathBuf,
     pub cgroup_root: String,
     pub cgroup_driver: CgroupDriver,
+    pub restrict_oom_score_adj: bool,
     pub log_format: LogFormat,
     pub kubeconfig: Option<PathBuf>,
     pub image_gc: crate::images::policy::GcPolicy,
@@ -238,6 +246,7 @@ pub fn resolve(args: &RunArgs, file: &ConfigFile, origin: &str) -> Result<Settin
             .unwrap_or_else(|| PathBuf::from(DEFAULT_ROOT_DIR)),
         cgroup_root: runtime.cgroup_root,
         cgroup_driver: runtime.cgroup_driver,
+        restrict_oom_score_adj: args.restrict_oom_score_adj,
         log_format: args
             .log_format
             .or(file.logging.as_ref().and_then(|l| l.format))

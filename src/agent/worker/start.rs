@@ -119,22 +119,23 @@ impl Worker {
             );
             refused(e)
         })?;
+        // The kubelet makes <pod log dir>/<container> before CreateContainer:
+        // containerd creates it itself, CRI-O's conmon does not and fails
+        // with "Failed to open log file".
+        let log_dir = mapping::pod_log_dir(&self.ctx.node, pod).join(name);
+        if let Err(e) = std::fs::create_dir_all(&log_dir) {
+            let what = format!(
+                "creating container log directory {}: {e}",
+                log_dir.display()
+            );
+            return Err(self.config_error(name, what));
+        }
         if mapping::termination_message_path(&container).is_some() {
             let file =
                 mapping::termination_message_file(&self.ctx.node, pod::uid(pod), name, attempt);
             if let Err(e) = create_message_file(&file) {
-                let message = format!("creating termination message file {}: {e}", file.display());
-                self.waiting.insert(
-                    name.to_string(),
-                    WaitingReason {
-                        reason: "CreateContainerConfigError".into(),
-                        message: message.clone(),
-                    },
-                );
-                return Err(RuntimeError::Refused {
-                    op: "CreateContainer",
-                    message,
-                });
+                let what = format!("creating termination message file {}: {e}", file.display());
+                return Err(self.config_error(name, what));
             }
         }
         if restart {
@@ -222,6 +223,24 @@ impl Worker {
                     .insert(container.name.clone(), (now, message.clone()));
                 Err(("ErrImagePull".into(), message))
             }
+        }
+    }
+}
+
+impl Worker {
+    /// Records a host-side failure before CreateContainer as the container's
+    /// CreateContainerConfigError, as the kubelet shows it.
+    fn config_error(&mut self, name: &str, message: String) -> RuntimeError {
+        self.waiting.insert(
+            name.to_string(),
+            WaitingReason {
+                reason: "CreateContainerConfigError".into(),
+                message: message.clone(),
+            },
+        );
+        RuntimeError::Refused {
+            op: "CreateContainer",
+            message,
         }
     }
 }

@@ -35,6 +35,7 @@ pub(super) fn worker_with(
             host_dns: DnsConfig::default(),
             host_ip: "10.0.0.1".into(),
             memory_capacity: 1 << 30,
+            oom_score_adj_floor: None,
         },
         statuses: StatusCache::default(),
         status_changed: watch::channel(()).0,

@@ -25,6 +25,7 @@ fn ctx() -> NodeContext {
         },
         host_ip: "192.168.1.10".into(),
         memory_capacity: 8 * GIB,
+        oom_score_adj_floor: None,
     }
 }
 
@@ -1107,6 +1108,21 @@ fn container_resources() {
         map_app(&critical).unwrap().resources.unwrap().oom_score_adj,
         -997
     );
+    // --restrict-oom-score-adj: scores below crilet's own are raised to it,
+    // higher ones are kept.
+    let best_effort = pod_one(json!({}), json!({}));
+    for (floor, pod, want) in [
+        (0, &critical, 0),
+        (-500, &critical, -500),
+        (0, &best_effort, 1000),
+    ] {
+        let restricted = NodeContext {
+            oom_score_adj_floor: Some(floor),
+            ..ctx()
+        };
+        let got = container_config(&restricted, pod, app(pod), 0, 0, "").unwrap();
+        assert_eq!(got.resources.unwrap().oom_score_adj, want, "floor {floor}");
+    }
 
     for (req, lim, field) in [
         (

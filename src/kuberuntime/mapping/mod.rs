@@ -83,6 +83,9 @@ pub struct NodeContext {
     pub host_ip: String,
     /// Node memory capacity in bytes, for the burstable oom_score_adj.
     pub memory_capacity: u64,
+    /// `--restrict-oom-score-adj`: no container gets an oom_score_adj
+    /// below this (crilet's own score).
+    pub oom_score_adj_floor: Option<i64>,
 }
 
 /// Why a pod cannot be mapped; each names the pod full name and the field.

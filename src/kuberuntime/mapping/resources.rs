@@ -84,7 +84,15 @@ pub(super) fn resources(
 /// which the kubelet treats as node-critical) -997, BestEffort 1000,
 /// Burstable `1000 - 1000*request/capacity` kept within [3, 999]: above a
 /// Guaranteed pod's effective score, below BestEffort's.
+///
+/// With `--restrict-oom-score-adj`, no score goes below the floor.
 pub(super) fn oom_score_adj(ctx: &NodeContext, pod: &Pod, memory_request: i64) -> i64 {
+    let score = qos_oom_score_adj(ctx, pod, memory_request);
+    ctx.oom_score_adj_floor
+        .map_or(score, |floor| score.max(floor))
+}
+
+fn qos_oom_score_adj(ctx: &NodeContext, pod: &Pod, memory_request: i64) -> i64 {
     if spec(pod).priority_class_name.as_deref() == Some("system-node-critical") {
         return GUARANTEED_OOM_SCORE_ADJ;
     }
