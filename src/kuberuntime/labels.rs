@@ -115,11 +115,15 @@ impl PodSandboxLabels {
     /// CRI-O's `io.kubernetes.container.name=POD` on every sandbox) is taken
     /// to be a pod label; every annotation is taken to be a pod annotation.
     pub fn from_labels(labels: &Labels, annotations: &Labels) -> Result<Self, LabelError> {
-        let pod_labels = copy_map(labels.iter().filter(|(k, v)| {
-            !is_pod_identity_key(k)
-                && !k.starts_with(RUNTIME_LABEL_PREFIX)
-                && !(k.as_str() == CONTAINER_NAME_LABEL && v.as_str() == INFRA_CONTAINER_NAME)
-        }));
+        let runtime_owned = |k: &str, v: &str| {
+            k.starts_with(RUNTIME_LABEL_PREFIX)
+                || (k == CONTAINER_NAME_LABEL && v == INFRA_CONTAINER_NAME)
+        };
+        let pod_labels = copy_map(
+            labels
+                .iter()
+                .filter(|(k, v)| !is_pod_identity_key(k) && !runtime_owned(k, v)),
+        );
         Ok(Self {
             pod_name: required(labels, LABEL, POD_NAME_LABEL)?,
             pod_namespace: required(labels, LABEL, POD_NAMESPACE_LABEL)?,
