@@ -174,6 +174,15 @@ impl Drop for AgentProcess {
 
 /// Stops and removes every sandbox, then removes every container left.
 pub async fn remove_all_pods(rt: &CriRuntime) {
+    // Containers first, at once: CRI-O's StopPodSandbox waits up to 30 s for
+    // each container whose PID 1 ignores SIGTERM (a shell's does).
+    let running = ContainerFilter {
+        state: Some(ContainerState::Running),
+        ..Default::default()
+    };
+    for c in rt.list_containers(&running).await.unwrap() {
+        let _ = rt.stop_container(&c.id, Duration::ZERO).await;
+    }
     for s in rt
         .list_pod_sandbox(&PodSandboxFilter::default())
         .await
