@@ -41,6 +41,9 @@ cargo test --lib --bins
 # so it stays up for the whole run.
 RUNTIMES=${CRILET_TEST_RUNTIMES:-containerd1 containerd2 crio}
 RT="$ROOT/scripts/runtime.sh"
+# The operator's crictl (not packaged for Debian 12): from ../shared/bin.
+CRILET_CRICTL=$(bash "$ROOT/../shared/lab/bin.sh" crictl) || die "no crictl: ../shared/lab/bin.sh crictl failed"
+export CRILET_CRICTL
 export CTRLAB_REGISTRY_ADDR=127.0.0.1:5000
 UP_NOW=()
 instances() { # KIND -> "dir bridge cidr cgroup-root" for cri, agent and gc
