@@ -77,21 +77,18 @@ async fn node_loop(
     let mut failing: Option<String> = None;
     loop {
         let result: Result<NodeRef, MirrorError> = async {
+            let now = jiff::Timestamp::now();
+            let status = node_status(&name, &ip, &runtime_version, now, ready_since);
+            // As the kubelet registers: the status goes with the create, so
+            // the Node never exists without its addresses and conditions.
             let node = match client.get_node(&name).await? {
-                Some(n) => n,
+                Some(_) => client.patch_node_status(&name, &status).await?,
                 None => {
                     tracing::info!(node = %name, "registering the node");
-                    client.create_node(&new_node(&name)).await?
+                    client.create_node(&new_node(&name, status)).await?
                 }
             };
             let uid = node.metadata.uid.clone().unwrap_or_default();
-            let now = jiff::Timestamp::now();
-            client
-                .patch_node_status(
-                    &name,
-                    &node_status(&name, &ip, &runtime_version, now, ready_since),
-                )
-                .await?;
             client.renew_lease(&node_lease(&name, &uid, now)).await?;
             Ok(NodeRef {
                 name: name.clone(),
@@ -474,6 +471,48 @@ mod tests {
             .await
             .unwrap();
         assert!(client.pods().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_node_registers_with_its_status_then_patches_it_and_renews_its_lease() {
+        let client = Arc::new(FakeMirrorClient::new());
+        let (node_tx, mut node_rx) = watch::channel(None);
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(node_loop(
+            client.clone(),
+            "node-a".into(),
+            "192.0.2.1".into(),
+            "containerd://1".into(),
+            node_tx,
+            cancel.clone(),
+        ));
+        node_rx.changed().await.unwrap();
+        let node = node_rx.borrow().clone().unwrap();
+        assert_eq!(
+            client.calls(),
+            [
+                "get_node node-a",
+                "create_node node-a",
+                "renew_lease node-a"
+            ],
+            "one create, with the status in it"
+        );
+        // (This read is the fourth call.)
+        let registered = client.get_node("node-a").await.unwrap().unwrap();
+        let status = registered.status.expect("registered with a status");
+        assert_eq!(status.addresses.unwrap()[0].address, "192.0.2.1");
+        assert_eq!(Some(node.uid), registered.metadata.uid);
+        tokio::time::sleep(RESYNC_PERIOD + Duration::from_millis(1)).await;
+        cancel.cancel();
+        task.await.unwrap();
+        assert_eq!(
+            client.calls()[4..],
+            [
+                "get_node node-a",
+                "patch_node_status node-a",
+                "renew_lease node-a"
+            ]
+        );
     }
 
     #[test]

@@ -20,8 +20,9 @@ pub fn kube_arch() -> &'static str {
     }
 }
 
-/// A new Node object for `name`, labelled as the kubelet labels its node.
-pub fn new_node(name: &str) -> Node {
+/// A new Node object for `name`, labelled as the kubelet labels its node,
+/// with its first `status` (the API server keeps a status sent on create).
+pub fn new_node(name: &str, status: NodeStatus) -> Node {
     Node {
         metadata: ObjectMeta {
             name: Some(name.to_string()),
@@ -35,7 +36,8 @@ pub fn new_node(name: &str) -> Node {
             ])),
             ..Default::default()
         },
-        ..Default::default()
+        spec: None,
+        status: Some(status),
     }
 }
 
@@ -106,8 +108,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn node_is_labelled_like_the_kubelets() {
-        let n = new_node("node-a");
+    fn node_is_labelled_like_the_kubelets_and_carries_its_status() {
+        let t = jiff::Timestamp::from_second(100).unwrap();
+        let status = node_status("node-a", "192.0.2.7", "containerd://1.6.20", t, t);
+        let n = new_node("node-a", status.clone());
+        assert_eq!(n.status, Some(status), "registered with its status");
         let l = n.metadata.labels.unwrap();
         assert_eq!(l["kubernetes.io/hostname"], "node-a");
         assert_eq!(l["kubernetes.io/os"], "linux");
