@@ -132,6 +132,9 @@ async fn mirror_pod_lifecycle() {
         info.container_runtime_version.starts_with("containerd://"),
         "{info:?}"
     );
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    assert_eq!(info.kernel_version, kernel.trim(), "{info:?}");
+    assert!(!info.os_image.is_empty(), "{info:?}");
     let lease = lab.lease(&node.name).await.expect("a node lease");
     let spec = lease.spec.expect("lease spec");
     assert_eq!(spec.holder_identity.as_ref(), Some(&node.name));

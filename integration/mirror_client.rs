@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crilet::mirror::client::{KubeMirrorClient, MirrorClient, PodEvent};
 use crilet::mirror::decide::{NodeRef, mirror_pod_for};
-use crilet::mirror::node::{new_node, node_lease, node_status};
+use crilet::mirror::node::{NodeSystem, new_node, node_lease, node_status};
 use crilet::pod::defaults::{PodSource, apply_static_defaults};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -58,17 +58,42 @@ async fn the_node_client_against_the_real_api_server() {
 
     // Registered with its status: the server keeps it.
     let now = jiff::Timestamp::now();
-    let status = node_status(&node.name, "127.0.0.1", "containerd://test", now, now);
+    let system = NodeSystem {
+        kernel_version: "6.1.0-test".into(),
+        os_image: "Test Linux".into(),
+        ..NodeSystem::default()
+    };
+    let status = node_status(
+        &node.name,
+        "127.0.0.1",
+        "containerd://test",
+        &system,
+        now,
+        now,
+    );
     let created = client
         .create_node(&new_node(&node.name, status))
         .await
         .unwrap();
     let node_uid = created.metadata.uid.clone().expect("a node uid");
     let stored = lab.node(&node.name).await.expect("the node");
-    let addresses = stored.status.and_then(|s| s.addresses).unwrap_or_default();
+    let stored = stored.status.expect("the status sent on create");
+    let addresses = stored.addresses.unwrap_or_default();
     assert_eq!(addresses[0].address, "127.0.0.1", "{addresses:?}");
+    let info = stored.node_info.expect("nodeInfo");
+    assert_eq!(
+        (info.kernel_version.as_str(), info.os_image.as_str()),
+        ("6.1.0-test", "Test Linux")
+    );
     let later = now + jiff::SignedDuration::from_secs(5);
-    let status = node_status(&node.name, "127.0.0.1", "containerd://test", later, now);
+    let status = node_status(
+        &node.name,
+        "127.0.0.1",
+        "containerd://test",
+        &system,
+        later,
+        now,
+    );
     client.patch_node_status(&node.name, &status).await.unwrap();
     // The lease is created, then renewed.
     client

@@ -20,7 +20,7 @@ use super::client::{MirrorClient, MirrorError, PodEvent};
 use super::decide::{
     DeleteReason, MirrorAction, MirrorInputs, NodeRef, decide, mirror_pod_for, status_differs,
 };
-use super::node::{new_node, node_lease, node_status};
+use super::node::{NodeSystem, new_node, node_lease, node_status};
 use crate::pod::view::{AgentView, StatusCache};
 use crate::pod::{self, manager::PodManager};
 
@@ -32,6 +32,7 @@ pub struct MirrorManager {
     pub node_name: String,
     pub node_ip: String,
     pub runtime_version: String,
+    pub system: NodeSystem,
     pub view: watch::Receiver<Arc<AgentView>>,
     pub statuses: StatusCache,
     /// Changes whenever a static pod's status changes.
@@ -49,6 +50,7 @@ impl MirrorManager {
             self.node_name.clone(),
             self.node_ip.clone(),
             self.runtime_version.clone(),
+            self.system.clone(),
             node_tx,
             cancel.clone(),
         ));
@@ -69,6 +71,7 @@ async fn node_loop(
     name: String,
     ip: String,
     runtime_version: String,
+    system: NodeSystem,
     node_tx: watch::Sender<Option<NodeRef>>,
     cancel: CancellationToken,
 ) {
@@ -78,7 +81,7 @@ async fn node_loop(
     loop {
         let result: Result<NodeRef, MirrorError> = async {
             let now = jiff::Timestamp::now();
-            let status = node_status(&name, &ip, &runtime_version, now, ready_since);
+            let status = node_status(&name, &ip, &runtime_version, &system, now, ready_since);
             // As the kubelet registers: the status goes with the create, so
             // the Node never exists without its addresses and conditions.
             let node = match client.get_node(&name).await? {
@@ -360,6 +363,7 @@ mod tests {
             node_name: "node-a".into(),
             node_ip: "192.0.2.1".into(),
             runtime_version: "containerd://1".into(),
+            system: NodeSystem::default(),
             view,
             statuses,
             status_changed,
@@ -483,6 +487,7 @@ mod tests {
             "node-a".into(),
             "192.0.2.1".into(),
             "containerd://1".into(),
+            NodeSystem::default(),
             node_tx,
             cancel.clone(),
         ));
