@@ -334,3 +334,43 @@ async fn foreign_mirror_and_a_deleted_node_converge() {
     // None of this touched the pod on the node.
     assert_eq!(agent.view(&rt, "web").await.named("main").len(), 1);
 }
+
+#[tokio::test]
+#[ignore = "needs the agent tests' containerd and the real kube-apiserver (scripts/test.sh)"]
+async fn a_quiet_pod_watch_outlives_the_read_timeout() {
+    let _guard = AGENT_LOCK.lock().await;
+    let rt = agent_runtime();
+    clean_runtime(&rt).await;
+    let lab = Lab::connect().await;
+    let node = lab.claim("crilet-node-10").await;
+    let agent = start_on(&node, &[]);
+    agent.write(
+        "web.yaml",
+        &busybox_pod("web", "Always", "exec sleep 100000"),
+    );
+    let m = mirror_of(&lab, &agent, "web", "Running", |p| {
+        phase(p) == Some("Running")
+    })
+    .await;
+    // Nothing changes on the node's pods for longer than crilet's read
+    // timeout (30 s): a real server sends nothing on the watch meanwhile.
+    // The quiet period is the condition under test, so it is waited out.
+    let quiet = crilet::mirror::client::READ_TIMEOUT + Duration::from_secs(5);
+    tokio::time::sleep(quiet).await;
+    let logs = agent.logs();
+    assert!(
+        !logs.contains("pod watch failed"),
+        "a quiet watch was cut:\n{logs}"
+    );
+    // And the watch is live: a forced delete is noticed at once.
+    let started = std::time::Instant::now();
+    lab.delete_pod("default", &agent.pod_name("web"), Some(0))
+        .await;
+    let old = uid(&m);
+    mirror_of(&lab, &agent, "web", "recreated", |p| {
+        p.metadata.uid.as_deref() != Some(&old)
+    })
+    .await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "recreated after {took:?}");
+}

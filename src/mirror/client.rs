@@ -114,6 +114,19 @@ pub trait MirrorClient: Send + Sync {
     fn watch_pods(&self, node: &str) -> BoxStream<'static, Result<PodEvent>>;
 }
 
+/// How long crilet waits for the API server to send anything on a request
+/// (the next bytes of an answer): a server that hangs fails the request
+/// instead of holding crilet.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long the server keeps one watch request open (its `timeoutSeconds`).
+/// Shorter than [`READ_TIMEOUT`]: a real API server sends nothing on a
+/// watch while nothing changes, so a longer watch (kube-rs asks for 290 s)
+/// was cut by the read timeout after 30 quiet seconds and came back only
+/// after a backoff. Ended by the server instead, the watch resumes at once
+/// from its resourceVersion, losing nothing.
+pub const WATCH_TIMEOUT_SECONDS: u32 = 25;
+
 /// `MirrorClient` over kube-rs.
 #[derive(Clone)]
 pub struct KubeMirrorClient {
@@ -139,12 +152,9 @@ impl KubeMirrorClient {
         };
         let kubeconfig =
             kube::config::Kubeconfig::read_from(path).map_err(|e| cfg_err(e.to_string()))?;
-        let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
             .await
             .map_err(|e| cfg_err(e.to_string()))?;
-        config.connect_timeout = Some(Duration::from_secs(10));
-        config.read_timeout = Some(Duration::from_secs(30));
-        config.write_timeout = Some(Duration::from_secs(30));
         Self::from_config(config).map_err(|e| cfg_err(e.to_string()))
     }
 
@@ -160,7 +170,10 @@ impl KubeMirrorClient {
         })
     }
 
-    fn from_config(config: kube::Config) -> std::result::Result<Self, kube::Error> {
+    fn from_config(mut config: kube::Config) -> std::result::Result<Self, kube::Error> {
+        config.connect_timeout = Some(Duration::from_secs(10));
+        config.read_timeout = Some(READ_TIMEOUT);
+        config.write_timeout = Some(Duration::from_secs(30));
         let ua = format!("crilet/{}", env!("CARGO_PKG_VERSION"));
         let client = kube::client::ClientBuilder::try_from(config)?
             .with_layer(&UserAgentLayer(ua))
@@ -312,7 +325,9 @@ impl MirrorClient for KubeMirrorClient {
 
     fn watch_pods(&self, node: &str) -> BoxStream<'static, Result<PodEvent>> {
         let pods: Api<Pod> = Api::all(self.client.clone());
-        let config = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
+        let config = watcher::Config::default()
+            .fields(&format!("spec.nodeName={node}"))
+            .timeout(WATCH_TIMEOUT_SECONDS);
         pod_events(watcher::watcher(pods, config))
             .backoff(WatchBackoff::default())
             .boxed()

@@ -123,6 +123,12 @@ async fn a_completed_relist_is_one_restarted_event_and_resets_the_backoff() {
 }
 
 #[test]
+fn the_server_ends_a_quiet_watch_before_the_read_timeout_would() {
+    // With some slack for the server's own timer.
+    assert!(u64::from(WATCH_TIMEOUT_SECONDS) + 3 <= READ_TIMEOUT.as_secs());
+}
+
+#[test]
 fn watch_backoff_doubles_to_five_seconds_and_resets() {
     let mut b = WatchBackoff::default();
     let waits: Vec<u64> = (&mut b).take(6).map(|d| d.as_millis() as u64).collect();

@@ -156,10 +156,14 @@ async fn watch_loop(
                     .map(|p| (pod::uid(&p).to_string(), p))
                     .collect();
             }
+            // A watch that resumed after an error goes on without a new
+            // list: any event shows it works again.
             Ok(PodEvent::Applied(p)) => {
+                failing = false;
                 pods.insert(pod::uid(&p).to_string(), p);
             }
             Ok(PodEvent::Deleted(p)) => {
+                failing = false;
                 pods.remove(pod::uid(&p));
             }
             Err(e) => {
