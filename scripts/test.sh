@@ -6,8 +6,9 @@
 #      127.0.0.1:5000) brought up by scripts/containerd-up.sh, installing
 #      containerd, runc, CNI plugins and busybox-static with apt-get if needed;
 #   3. the integration binary against it, including the #[ignore]d tests
-#      that need a runtime;
-#   4. containerd stopped and everything it left removed, pass or fail.
+#      that need a runtime or the real kube-apiserver (scripts/apiserver-env.sh);
+#   4. containerd and the API server stopped and everything they left
+#      removed, pass or fail.
 # Environment: CRILET_TEST_DIR (default /tmp/crilet-test).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -45,6 +46,7 @@ cleanup() {
   CTRLAB_BRIDGE=crilettest3 CTRLAB_CGROUP_ROOT=crilet-gc-test \
     bash "$ROOT/scripts/containerd-down.sh" "$GC_STATE" --purge || true
   bash "$ROOT/scripts/containerd-down.sh" "$STATE" --purge || true
+  bash "$ROOT/scripts/apiserver-env.sh" down || true
   exit $rc
 }
 trap cleanup EXIT
@@ -56,6 +58,9 @@ AGENT_SOCK=$(CTRLAB_BRIDGE=crilettest1 CTRLAB_POD_CIDR=10.92.0.0/16 \
 say "starting the GC tests' containerd in $GC_STATE (root on a 512 MiB loop fs)"
 GC_SOCK=$(CTRLAB_BRIDGE=crilettest3 CTRLAB_POD_CIDR=10.94.0.0/16 CTRLAB_CGROUP_ROOT=crilet-gc-test \
   bash "$ROOT/scripts/containerd-up.sh" "$GC_STATE" --root-fs loop:512M)
+
+say "starting the real kube-apiserver (scripts/apiserver-env.sh)"
+eval "$(bash "$ROOT/scripts/apiserver-env.sh" up)"
 
 say "integration tests against unix://$SOCK and unix://$AGENT_SOCK"
 CRILET_TEST_ENDPOINT="unix://$SOCK" CRILET_TEST_POD_CIDR="$CTRLAB_POD_CIDR" \
