@@ -61,6 +61,8 @@ pub fn agent_runtime_ctl(cmd: &str) {
 /// A running `crilet run` with its own manifest and root directories.
 pub struct AgentProcess {
     child: Option<Child>,
+    /// `--hostname-override`: the node name in its pods' names.
+    node: String,
     extra_args: Vec<String>,
     pub manifests: tempfile::TempDir,
     pub root: tempfile::TempDir,
@@ -74,6 +76,11 @@ impl AgentProcess {
 
     /// Starts with more flags (e.g. --kubeconfig).
     pub fn start_with(extra_args: &[String]) -> Self {
+        Self::start_on(NODE, extra_args)
+    }
+
+    /// Starts as node `node`, with more flags.
+    pub fn start_on(node: &str, extra_args: &[String]) -> Self {
         let manifests = tempfile::Builder::new()
             .prefix("crilet-manifests-")
             .tempdir()
@@ -84,6 +91,7 @@ impl AgentProcess {
             .unwrap();
         let mut a = AgentProcess {
             child: None,
+            node: node.to_owned(),
             extra_args: extra_args.to_vec(),
             log: root.path().join("crilet.log"),
             manifests,
@@ -104,7 +112,12 @@ impl AgentProcess {
             .args(["run", "--container-runtime-endpoint", &agent_endpoint()])
             .arg("--pod-manifest-path")
             .arg(self.manifests.path())
-            .args(["--file-check-frequency", "1s", "--hostname-override", NODE])
+            .args([
+                "--file-check-frequency",
+                "1s",
+                "--hostname-override",
+                &self.node,
+            ])
             .arg("--root-dir")
             .arg(self.root.path())
             .args(["--cgroup-root", &format!("/{CGROUP_ROOT_NAME}")])
@@ -119,6 +132,16 @@ impl AgentProcess {
             .spawn()
             .expect("start crilet run");
         self.child = Some(child);
+    }
+
+    /// The full pod name of static pod `name` on this node.
+    pub fn pod_name(&self, name: &str) -> String {
+        format!("{name}-{}", self.node)
+    }
+
+    /// The runtime's view of this agent's static pod `name`.
+    pub async fn view(&self, rt: &CriRuntime, name: &str) -> PodView {
+        pod_view_on(rt, &self.node, name).await
     }
 
     /// The agent's gRPC socket (in its root directory).
@@ -247,8 +270,14 @@ impl PodView {
     }
 }
 
+/// As [`pod_view_on`], for an agent on [`NODE`].
 pub async fn pod_view(rt: &CriRuntime, name: &str) -> PodView {
-    let full = format!("{name}-{NODE}");
+    pod_view_on(rt, NODE, name).await
+}
+
+/// The runtime's view of one pod by sandbox name (`<name>-<node>`).
+pub async fn pod_view_on(rt: &CriRuntime, node: &str, name: &str) -> PodView {
+    let full = format!("{name}-{node}");
     let sandboxes: Vec<PodSandbox> = rt
         .list_pod_sandbox(&PodSandboxFilter::default())
         .await
@@ -280,7 +309,7 @@ pub async fn wait_for(
     check: impl Fn(&PodView) -> bool,
 ) -> PodView {
     let found = eventually(limit, || async {
-        let v = pod_view(rt, name).await;
+        let v = agent.view(rt, name).await;
         check(&v).then_some(v)
     })
     .await;
@@ -288,7 +317,7 @@ pub async fn wait_for(
         Some(v) => v,
         None => panic!(
             "timed out after {limit:?} waiting for {what} of pod {name}\nruntime: {:#?}\ncrilet log:\n{}",
-            pod_view(rt, name).await,
+            agent.view(rt, name).await,
             agent.logs()
         ),
     }

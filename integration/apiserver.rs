@@ -1,7 +1,13 @@
-//! A double of the Kubernetes API server for the integration tests: plain
-//! HTTP/1.1 on 127.0.0.1, JSON only, serving pods, nodes and leases the way a
-//! kubelet-like client sees them (server-assigned uid and resourceVersion,
-//! Status errors, graceful pod deletion, NodeRestriction, watches).
+//! A double of the Kubernetes API server, kept for the faults a real
+//! kube-apiserver cannot produce on cue: injected 500s, 401s and 403s that
+//! clear when told, hung requests, dropped watches, and a server that is
+//! down. What a real server decides (admission, owner references, graceful
+//! deletion, field selectors) is tested against the real kube-apiserver
+//! (`kube.rs`, `mirror.rs`); this double only has to behave enough like one
+//! for crilet to work through the faults. Plain HTTP/1.1 on 127.0.0.1, JSON
+//! only, serving pods, nodes and leases the way a kubelet-like client sees
+//! them (server-assigned uid and resourceVersion, Status errors, graceful
+//! pod deletion, NodeRestriction, watches).
 //!
 //! Invariant: all state sits in one `State` behind a std mutex that is never
 //! held across an `.await`, and every change goes through `State::write`,

@@ -22,7 +22,12 @@ fn crictl(args: &[&str]) -> String {
     });
     let endpoint = agent_endpoint();
     let out = Command::new(&bin)
-        .args(["--runtime-endpoint", &endpoint, "--image-endpoint", &endpoint])
+        .args([
+            "--runtime-endpoint",
+            &endpoint,
+            "--image-endpoint",
+            &endpoint,
+        ])
         .args(args)
         .env("CRI_CONFIG_FILE", "/dev/null")
         .output()
@@ -97,9 +102,14 @@ async fn crictl_shows_pods_and_containers_as_the_kubelet_names_them() {
     agent.write("view.yaml", MANIFEST);
     let full = format!("view-{NODE}");
     // "crash" exits at once: its second attempt comes after a 10 s back-off.
-    wait_for(&rt, &agent, "view", LIMIT, "main running, crash restarted", |v| {
-        v.running("main").is_some() && v.named("crash").len() >= 2
-    })
+    wait_for(
+        &rt,
+        &agent,
+        "view",
+        LIMIT,
+        "main running, crash restarted",
+        |v| v.running("main").is_some() && v.named("crash").len() >= 2,
+    )
     .await;
 
     // --- crictl pods: one Ready sandbox, attempt 0, named <name>-<node>.
@@ -136,7 +146,10 @@ async fn crictl_shows_pods_and_containers_as_the_kubelet_names_them() {
         "{pod:#}"
     );
     assert_eq!(pod["annotations"]["kubernetes.io/config.source"], "file");
-    assert_eq!(pod["annotations"]["kubernetes.io/config.hash"], uid.as_str());
+    assert_eq!(
+        pod["annotations"]["kubernetes.io/config.hash"],
+        uid.as_str()
+    );
     let sandbox = pod["id"].as_str().unwrap().to_string();
     let table = crictl(&["pods", "--name", &full]);
     let row = table.lines().find(|l| l.contains(&full)).expect(&table);
@@ -206,7 +219,10 @@ async fn crictl_shows_pods_and_containers_as_the_kubelet_names_them() {
             .find(|l| l.split_whitespace().any(|w| w == name))
             .unwrap_or_else(|| panic!("{name} missing: {table}"));
         // POD and NAMESPACE come from the container's labels ("unknown" without them).
-        assert!(row.contains(&full) && row.contains("kube-system"), "{table}");
+        assert!(
+            row.contains(&full) && row.contains("kube-system"),
+            "{table}"
+        );
     }
 
     // --- crictl inspect: the log path the kubelet uses, and the exit code.

@@ -1,10 +1,14 @@
-//! crilet's integration tests: one binary, driving real containerd.
+//! crilet's integration tests: one binary, driving real containerd and a
+//! real kube-apiserver.
 //!
-//! Tests that need the runtime are `#[ignore]`d so that a plain `cargo test`
-//! lists them as ignored instead of passing without running them. The test
-//! command (`scripts/test.sh`) starts a private containerd, exports its
-//! endpoint as CRILET_TEST_ENDPOINT and runs them with `--include-ignored`.
-//! Tests without that need (bad endpoints) always run.
+//! Tests that need the runtime or the API server are `#[ignore]`d so that a
+//! plain `cargo test` lists them as ignored instead of passing without
+//! running them. The test command (`scripts/test.sh`) starts private
+//! containerds and the API server (`scripts/apiserver-env.sh`), exports
+//! where they are (CRILET_TEST_ENDPOINT, CRILET_KUBE_ADMIN_KUBECONFIG, ...)
+//! and runs them with `--include-ignored`; a test whose variable is missing
+//! fails, naming it. Tests without that need (bad endpoints, the API server
+//! double's own tests) always run.
 
 mod agent;
 mod agent_cases;
@@ -17,9 +21,13 @@ mod crictl;
 mod gc;
 mod gc_agent;
 mod gc_support;
+mod kube;
 mod lifecycle;
 mod manifest_server;
 mod mirror;
+mod mirror_client;
+mod mirror_faults;
+mod mirror_forbidden;
 mod probes;
 mod stats;
 mod stats_api;

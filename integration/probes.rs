@@ -1,5 +1,5 @@
 //! Probes with the real binary and real containerd: readiness reaching
-//! `/pods`, `crilet pods` and the mirror pod, liveness restarting a hung
+//! `/pods`, `crilet pods` and the mirror pod on the real kube-apiserver, liveness restarting a hung
 //! server, startup gating, a kubeadm-shaped etcd manifest, and bad probes.
 
 use std::time::{Duration, Instant};
@@ -8,15 +8,16 @@ use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use serde_json::Value;
 
 use crate::agent::*;
-use crate::apiserver::ApiServer;
+use crate::kube::{Lab, NodeClaim};
 use crate::support::{RuntimeKind, cli, eventually, free_port, runtime_kind, try_http_get};
 
 const LIMIT: Duration = Duration::from_secs(40);
 
-/// An agent that mirrors to `api` and serves `/pods` on `http_port`.
-pub fn agent_with_api(api: &ApiServer, http_port: u16) -> AgentProcess {
-    crate::mirror::start_with(
-        api,
+/// An agent on the claimed node that mirrors to the real API server and
+/// serves `/pods` on `http_port`.
+pub fn agent_with_api(node: &NodeClaim, http_port: u16) -> AgentProcess {
+    crate::mirror::start_on(
+        node,
         &["--http-address".into(), format!("127.0.0.1:{http_port}")],
     )
 }
@@ -26,18 +27,20 @@ pub fn agent_with_http(http_port: u16) -> AgentProcess {
     AgentProcess::start_with(&["--http-address".into(), format!("127.0.0.1:{http_port}")])
 }
 
-/// The status `/pods` reports for static pod `name`.
+/// The status `/pods` reports for static pod `name` (`<name>-<its node>`).
 pub fn served_status(port: u16, name: &str) -> Option<PodStatus> {
     let (code, body) = try_http_get(port, "/pods").ok()?;
     if code != 200 {
         return None;
     }
     let list: Value = serde_json::from_str(&body).ok()?;
-    let full = format!("{name}-{NODE}");
     let item = list["items"]
         .as_array()?
         .iter()
-        .find(|p| p["metadata"]["name"] == full.as_str())?
+        .find(|p| {
+            let node = p["spec"]["nodeName"].as_str().unwrap_or_default();
+            p["metadata"]["name"] == format!("{name}-{node}").as_str()
+        })?
         .clone();
     let pod: Pod = serde_json::from_value(item).ok()?;
     pod.status
@@ -113,9 +116,9 @@ fn probe_pod(name: &str, container: &str) -> String {
 }
 
 /// Runs `cmd` in the running container `main` of pod `name`.
-async fn exec_in(rt: &crilet::cri::CriRuntime, name: &str, cmd: &str) {
+async fn exec_in(rt: &crilet::cri::CriRuntime, agent: &AgentProcess, name: &str, cmd: &str) {
     use crilet::cri::Runtime;
-    let v = pod_view(rt, name).await;
+    let v = agent.view(rt, name).await;
     let c = v.running("main").expect("main runs");
     let r = rt
         .exec_sync(
@@ -129,14 +132,15 @@ async fn exec_in(rt: &crilet::cri::CriRuntime, name: &str, cmd: &str) {
 }
 
 #[tokio::test]
-#[ignore = "needs the agent tests' containerd (scripts/test.sh)"]
+#[ignore = "needs the agent tests' containerd and the real kube-apiserver (scripts/test.sh)"]
 async fn exec_readiness_follows_a_file_everywhere() {
     let _guard = AGENT_LOCK.lock().await;
     let rt = agent_runtime();
     clean_runtime(&rt).await;
-    let api = ApiServer::start().await;
+    let lab = Lab::connect().await;
+    let node = lab.claim("crilet-node-7").await;
     let port = free_port();
-    let agent = agent_with_api(&api, port);
+    let agent = agent_with_api(&node, port);
     // period 1 s × failureThreshold 2: a change shows within 3 s.
     let bound = Duration::from_secs(3);
     agent.write(
@@ -164,7 +168,7 @@ async fn exec_readiness_follows_a_file_everywhere() {
     );
 
     // False → True, on /pods, the CLI and the mirror pod.
-    exec_in(&rt, "ready", "touch /tmp/ready").await;
+    exec_in(&rt, &agent, "ready", "touch /tmp/ready").await;
     let t = Instant::now();
     wait_status(&agent, port, "ready", LIMIT, "Ready", |s| {
         condition(s, "Ready").as_deref() == Some("True")
@@ -177,23 +181,24 @@ async fn exec_readiness_follows_a_file_everywhere() {
     assert!(ok, "{err}");
     let line = out.lines().find(|l| l.contains("ready-")).unwrap();
     assert!(line.contains(" 1/1 "), "{out}");
-    let full = format!("ready-{NODE}");
-    let mirror_ready = || {
-        api.pod("default", &full)
-            .and_then(|p| p.status)
-            .and_then(|s| condition(&s, "Ready"))
+    let full = agent.pod_name("ready");
+    let mirror_ready = || async {
+        let status = lab.pod("default", &full).await.and_then(|p| p.status);
+        status.and_then(|s| condition(&s, "Ready"))
     };
-    eventually(bound, || async {
-        (mirror_ready().as_deref() == Some("True")).then_some(())
+    let seen = eventually(bound, || async {
+        (mirror_ready().await.as_deref() == Some("True")).then_some(())
     })
-    .await
-    .unwrap_or_else(|| panic!("mirror Ready: {:?}\n{}", mirror_ready(), agent.logs()));
+    .await;
+    if seen.is_none() {
+        panic!("mirror Ready: {:?}\n{}", mirror_ready().await, agent.logs());
+    }
 
     // Every run is counted under the kubelet's metric names.
     let (_, metrics) = crate::support::http_get(port, "/metrics");
     for result in ["failed", "successful"] {
         let series = format!(
-            "prober_probe_total{{probe_type=\"Readiness\",result=\"{result}\",container=\"main\",pod=\"ready-{NODE}\",namespace=\"default\""
+            "prober_probe_total{{probe_type=\"Readiness\",result=\"{result}\",container=\"main\",pod=\"{full}\",namespace=\"default\""
         );
         assert!(metrics.contains(&series), "no {series} in\n{metrics}");
     }
@@ -203,7 +208,7 @@ async fn exec_readiness_follows_a_file_everywhere() {
     );
 
     // True → False.
-    exec_in(&rt, "ready", "rm /tmp/ready").await;
+    exec_in(&rt, &agent, "ready", "rm /tmp/ready").await;
     let t = Instant::now();
     wait_status(&agent, port, "ready", LIMIT, "not Ready", |s| {
         condition(s, "Ready").as_deref() == Some("False")
@@ -211,11 +216,17 @@ async fn exec_readiness_follows_a_file_everywhere() {
     .await;
     let took = t.elapsed();
     assert!(took <= bound, "not Ready after {took:?}, over {bound:?}");
-    eventually(bound, || async {
-        (mirror_ready().as_deref() == Some("False")).then_some(())
+    let seen = eventually(bound, || async {
+        (mirror_ready().await.as_deref() == Some("False")).then_some(())
     })
-    .await
-    .unwrap_or_else(|| panic!("mirror not Ready: {:?}", mirror_ready()));
+    .await;
+    if seen.is_none() {
+        panic!(
+            "mirror not Ready: {:?}\n{}",
+            mirror_ready().await,
+            agent.logs()
+        );
+    }
     let (_, out, _) = cli(&["pods", "--socket", sock.to_str().unwrap()]);
     assert!(
         out.lines()
@@ -349,7 +360,7 @@ async fn startup_probe_holds_liveness_back_and_fails_past_its_threshold() {
     );
 
     // Once started, liveness runs (and fails at once here).
-    exec_in(&rt, "slow", "touch /tmp/started").await;
+    exec_in(&rt, &agent, "slow", "touch /tmp/started").await;
     wait_status(&agent, port, "slow", LIMIT, "a liveness restart", |s| {
         restart_count(s, "main") >= 1
     })

@@ -1,5 +1,5 @@
 //! Stats end to end: the real binary on the agent tests' containerd and the
-//! API server double. A busy and an idle container; every lookup (static
+//! real kube-apiserver (for the mirror pod's UID). A busy and an idle container; every lookup (static
 //! UID, mirror UID, namespace/name) finds the same pod; `/stats/summary`
 //! within the value bounds of the kubelet's own Summary API node test;
 //! metrics, `/pods`, the watch stream and the CLI.
@@ -11,7 +11,7 @@ use crilet::cli::agent_client;
 use serde_json::Value;
 
 use crate::agent::*;
-use crate::apiserver::ApiServer;
+use crate::kube::Lab;
 use crate::support::{RuntimeKind, eventually, http_get, runtime_kind};
 
 const MB: u64 = 1_000_000;
@@ -58,28 +58,29 @@ fn fs_bounds(v: &Value, what: &str, used: (u64, u64)) {
 }
 
 #[tokio::test]
-#[ignore = "needs the agent tests' containerd (scripts/test.sh)"]
+#[ignore = "needs the agent tests' containerd and the real kube-apiserver (scripts/test.sh)"]
 async fn stats_by_every_uid_and_the_summary_api() {
     let _guard = AGENT_LOCK.lock().await;
     let rt = agent_runtime();
     clean_runtime(&rt).await;
-    let api = ApiServer::start().await;
-    let kube = tempfile::tempdir().unwrap();
-    let kubeconfig = api.kubeconfig(kube.path(), NODE);
+    let lab = Lab::connect().await;
+    let claim = lab.claim("crilet-node-8").await;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let agent = AgentProcess::start_with(&[
-        "--kubeconfig".into(),
-        kubeconfig.to_string_lossy().into_owned(),
-        "--stats-period".into(),
-        "1s".into(),
-        "--http-address".into(),
-        format!("127.0.0.1:{port}"),
-    ]);
+    let agent = crate::mirror::start_on(
+        &claim,
+        &[
+            "--stats-period".into(),
+            "1s".into(),
+            "--http-address".into(),
+            format!("127.0.0.1:{port}"),
+        ],
+    );
     let socket = agent.socket();
+    let full = agent.pod_name("stats");
     agent.write("stats.yaml", &stats_pod());
 
     // The pod, with its mirror's UID once the mirror exists.
@@ -92,7 +93,7 @@ async fn stats_by_every_uid_and_the_summary_api() {
     .await
     .unwrap_or_else(|| panic!("no running pod with a mirror\n{}", agent.logs()));
     let id = info.pod.clone().unwrap();
-    let mirror = api.pod("default", &format!("stats-{NODE}")).unwrap();
+    let mirror = lab.pod("default", &full).await.expect("the mirror pod");
     assert_eq!(mirror.metadata.uid.as_deref(), Some(id.mirror_uid.as_str()));
     assert_ne!(id.mirror_uid, id.static_uid);
     assert_eq!(info.containers.len(), 2);
@@ -170,7 +171,7 @@ async fn stats_by_every_uid_and_the_summary_api() {
         Some(pb::PodRef {
             r#ref: Some(pb::pod_ref::Ref::Name(pb::NamespacedName {
                 namespace: "default".into(),
-                name: format!("stats-{NODE}"),
+                name: full.clone(),
             })),
         }),
     ];
@@ -220,7 +221,7 @@ async fn stats_by_every_uid_and_the_summary_api() {
     assert_eq!(code, 200, "{body}");
     let v: Value = serde_json::from_str(&body).unwrap();
     let node = &v["node"];
-    assert_eq!(node["nodeName"], NODE);
+    assert_eq!(node["nodeName"], claim.name.as_str());
     let mem_limit = u(node, "memory.availableBytes") + u(node, "memory.workingSetBytes");
     within(node, "cpu.usageNanoCores", 100_000, 2_000_000_000 * 2);
     within(
@@ -242,7 +243,7 @@ async fn stats_by_every_uid_and_the_summary_api() {
         .iter()
         .find(|p| p["podRef"]["uid"] == id.static_uid.as_str())
         .unwrap_or_else(|| panic!("no pod {} in {v:#}", id.static_uid));
-    assert_eq!(pod["podRef"]["name"], format!("stats-{NODE}"));
+    assert_eq!(pod["podRef"]["name"], full.as_str());
     assert_eq!(pod["podRef"]["namespace"], "default");
     for c in pod["containers"].as_array().unwrap() {
         let name = c["name"].as_str().unwrap();
@@ -316,7 +317,7 @@ async fn stats_by_every_uid_and_the_summary_api() {
     );
     assert!(
         text.lines()
-            .any(|l| l.starts_with(&format!("default/stats-{NODE}")) && l.contains(" spin ")),
+            .any(|l| l.starts_with(&format!("default/{full}")) && l.contains(" spin ")),
         "{text}"
     );
 
@@ -373,7 +374,7 @@ async fn stats_by_every_uid_and_the_summary_api() {
     wait_for(
         &rt,
         &agent,
-        &format!("stats-{NODE}"),
+        "stats",
         Duration::from_secs(30),
         "removal",
         |v| v.sandboxes.is_empty(),

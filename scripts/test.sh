@@ -8,7 +8,10 @@
 #      scripts/runtime.sh), each with private instances (own root, state,
 #      socket, bridge, CIDR and cgroup root) and the loopback registry on
 #      127.0.0.1:5000;
-#   3. every instance stopped and everything it left removed, pass or fail.
+#   3. the tests that check what a real API server decides run against the
+#      real kube-apiserver 1.32 (scripts/apiserver-env.sh) in each pass;
+#   4. every instance and the API server stopped and everything they left
+#      removed, pass or fail.
 # Environment: CRILET_TEST_DIR (default /tmp/crilet-test), CRILET_TEST_RUNTIMES
 # (default "containerd1 containerd2 crio").
 set -euo pipefail
@@ -70,8 +73,9 @@ down_all() {
 }
 cleanup() {
   local rc=$?
-  say "stopping the private runtimes"
+  say "stopping the private runtimes and the API server"
   down_all
+  bash "$ROOT/scripts/apiserver-env.sh" down >/dev/null 2>&1 || say "could not stop the API server"
   exit $rc
 }
 trap cleanup EXIT
@@ -81,6 +85,8 @@ up() { # KIND DIR BRIDGE CIDR CGROUP_ROOT [options] -> socket
   CTRLAB_BRIDGE=$3 CTRLAB_POD_CIDR=$4 CTRLAB_CGROUP_ROOT=$5 bash "$RT" up "$kind" "$dir" "${@:6}"
 }
 
+say "starting the real kube-apiserver (scripts/apiserver-env.sh)"
+eval "$(bash "$ROOT/scripts/apiserver-env.sh" up)"
 say "starting containerd 1.6 with the loopback registry in $STATE"
 SOCK=$(up containerd1 "$STATE" crilettest0 10.89.0.0/16 crilet-test --registry)
 REGISTRY_UP=("${UP_NOW[@]}")

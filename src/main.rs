@@ -328,6 +328,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
                 node_name,
                 node_ip,
                 runtime_version,
+                system: crilet::agent::node::read_node_system(),
                 view: handles.view.clone(),
                 statuses: handles.statuses.clone(),
                 status_changed: handles.status_changed.clone(),

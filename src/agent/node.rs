@@ -1,7 +1,9 @@
-//! Facts about the node the agent runs on: its name, IP, DNS and memory.
+//! Facts about the node the agent runs on: its name, IP, DNS, memory and
+//! OS (kernel, distribution, machine and boot ids).
 //! The parsers are pure; the `read_*` functions do the I/O.
 
 use crate::cri::DnsConfig;
+use crate::mirror::node::NodeSystem;
 
 /// The node name: the override if given, else the kernel's hostname,
 /// lowercased as the kubelet does.
@@ -98,6 +100,39 @@ pub fn read_own_oom_score_adj() -> i64 {
         .unwrap_or(0)
 }
 
+/// PRETTY_NAME of an os-release file, unquoted: what the kubelet reports
+/// as the node's OS image.
+pub fn parse_os_image(os_release: &str) -> Option<String> {
+    let line = os_release.lines().find(|l| l.starts_with("PRETTY_NAME="))?;
+    let value = line["PRETTY_NAME=".len()..].trim();
+    let unquoted = value
+        .strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+        .unwrap_or(value);
+    let text = unquoted.replace("\\\"", "\"");
+    (!text.is_empty()).then_some(text)
+}
+
+/// The first of `paths` that reads, trimmed; empty if none does.
+fn read_first(paths: &[&str]) -> String {
+    let text = paths.iter().find_map(|p| std::fs::read_to_string(p).ok());
+    text.map(|t| t.trim().to_owned()).unwrap_or_default()
+}
+
+/// The node's OS and machine, from the places cadvisor reads them for the
+/// kubelet; what cannot be read stays empty.
+pub fn read_node_system() -> NodeSystem {
+    let os_release = read_first(&["/etc/os-release", "/usr/lib/os-release"]);
+    NodeSystem {
+        kernel_version: read_first(&["/proc/sys/kernel/osrelease"]),
+        os_image: parse_os_image(&os_release).unwrap_or_default(),
+        machine_id: read_first(&["/etc/machine-id", "/var/lib/dbus/machine-id"]),
+        boot_id: read_first(&["/proc/sys/kernel/random/boot_id"]),
+        system_uuid: read_first(&["/sys/class/dmi/id/product_uuid"]),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,6 +163,25 @@ mod tests {
             Some(2048 * 1024)
         );
         assert_eq!(parse_mem_total("nothing"), None);
+    }
+
+    #[test]
+    fn os_image_is_the_unquoted_pretty_name() {
+        let debian = "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nNAME=\"Debian GNU/Linux\"\n";
+        assert_eq!(
+            parse_os_image(debian).as_deref(),
+            Some("Debian GNU/Linux 12 (bookworm)")
+        );
+        assert_eq!(
+            parse_os_image("PRETTY_NAME='Alpine Linux v3.19'\n").as_deref(),
+            Some("Alpine Linux v3.19")
+        );
+        assert_eq!(
+            parse_os_image("PRETTY_NAME=Plain\n").as_deref(),
+            Some("Plain")
+        );
+        assert_eq!(parse_os_image("NAME=x\nPRETTY_NAME=\"\"\n"), None);
+        assert_eq!(parse_os_image(""), None);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //!
 //! Invariant: the rest of crilet sees only `MirrorClient`; kube-rs types stay
 //! here. `KubeMirrorClient` talks to a real API server; the integration
-//! tests point it at the in-repo double.
+//! tests run it against a real kube-apiserver, and against the in-repo
+//! double for the faults a real server cannot produce on cue.
 
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use kube::runtime::{WatchStreamExt, utils::Backoff, watcher};
 /// Errors of the API server client, with what was being done.
 #[derive(Debug, thiserror::Error)]
 pub enum MirrorError {
-    #[error("{what}: {source}")]
+    #[error("{what}: {}", describe(source))]
     Api {
         what: String,
         #[source]
@@ -42,6 +43,40 @@ impl MirrorError {
 }
 
 pub type Result<T> = std::result::Result<T, MirrorError>;
+
+/// One line for an operator: an API server's refusal as `<code> <reason>:
+/// <message>` (the message is the server's, e.g. NodeRestriction's "a mirror
+/// pod may not reference service accounts"); any other failure with its
+/// `source()` chain, which is where a transport error says what went wrong.
+fn describe(error: &kube::Error) -> String {
+    if let kube::Error::Api(status) = error {
+        return format!("{} {}: {}", status.code, status.reason, status.message);
+    }
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// As [`describe`], for what the pod watch reports.
+fn describe_watch(error: &watcher::Error) -> String {
+    match error {
+        watcher::Error::InitialListFailed(e) => format!("listing: {}", describe(e)),
+        watcher::Error::WatchStartFailed(e) => format!("starting the watch: {}", describe(e)),
+        watcher::Error::WatchFailed(e) => format!("reading the watch: {}", describe(e)),
+        watcher::Error::WatchError(s) => format!(
+            "the watch ended with {} {}: {}",
+            s.code, s.reason, s.message
+        ),
+        watcher::Error::NoResourceVersion => error.to_string(),
+    }
+}
 
 /// Where the service account token sits in a pod.
 pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
@@ -79,6 +114,19 @@ pub trait MirrorClient: Send + Sync {
     fn watch_pods(&self, node: &str) -> BoxStream<'static, Result<PodEvent>>;
 }
 
+/// How long crilet waits for the API server to send anything on a request
+/// (the next bytes of an answer): a server that hangs fails the request
+/// instead of holding crilet.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long the server keeps one watch request open (its `timeoutSeconds`).
+/// Shorter than [`READ_TIMEOUT`]: a real API server sends nothing on a
+/// watch while nothing changes, so a longer watch (kube-rs asks for 290 s)
+/// was cut by the read timeout after 30 quiet seconds and came back only
+/// after a backoff. Ended by the server instead, the watch resumes at once
+/// from its resourceVersion, losing nothing.
+pub const WATCH_TIMEOUT_SECONDS: u32 = 25;
+
 /// `MirrorClient` over kube-rs.
 #[derive(Clone)]
 pub struct KubeMirrorClient {
@@ -104,12 +152,9 @@ impl KubeMirrorClient {
         };
         let kubeconfig =
             kube::config::Kubeconfig::read_from(path).map_err(|e| cfg_err(e.to_string()))?;
-        let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
             .await
             .map_err(|e| cfg_err(e.to_string()))?;
-        config.connect_timeout = Some(Duration::from_secs(10));
-        config.read_timeout = Some(Duration::from_secs(30));
-        config.write_timeout = Some(Duration::from_secs(30));
         Self::from_config(config).map_err(|e| cfg_err(e.to_string()))
     }
 
@@ -125,7 +170,10 @@ impl KubeMirrorClient {
         })
     }
 
-    fn from_config(config: kube::Config) -> std::result::Result<Self, kube::Error> {
+    fn from_config(mut config: kube::Config) -> std::result::Result<Self, kube::Error> {
+        config.connect_timeout = Some(Duration::from_secs(10));
+        config.read_timeout = Some(READ_TIMEOUT);
+        config.write_timeout = Some(Duration::from_secs(30));
         let ua = format!("crilet/{}", env!("CARGO_PKG_VERSION"));
         let client = kube::client::ClientBuilder::try_from(config)?
             .with_layer(&UserAgentLayer(ua))
@@ -277,33 +325,48 @@ impl MirrorClient for KubeMirrorClient {
 
     fn watch_pods(&self, node: &str) -> BoxStream<'static, Result<PodEvent>> {
         let pods: Api<Pod> = Api::all(self.client.clone());
-        let config = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
-        let mut buffer: Vec<Pod> = Vec::new();
-        watcher::watcher(pods, config)
+        let config = watcher::Config::default()
+            .fields(&format!("spec.nodeName={node}"))
+            .timeout(WATCH_TIMEOUT_SECONDS);
+        pod_events(watcher::watcher(pods, config))
             .backoff(WatchBackoff::default())
-            .filter_map(move |event| {
-                let out = match event {
-                    Ok(watcher::Event::Init) => {
-                        buffer.clear();
-                        None
-                    }
-                    Ok(watcher::Event::InitApply(p)) => {
-                        buffer.push(p);
-                        None
-                    }
-                    Ok(watcher::Event::InitDone) => {
-                        Some(Ok(PodEvent::Restarted(std::mem::take(&mut buffer))))
-                    }
-                    Ok(watcher::Event::Apply(p)) => Some(Ok(PodEvent::Applied(p))),
-                    Ok(watcher::Event::Delete(p)) => Some(Ok(PodEvent::Deleted(p))),
-                    Err(e) => Some(Err(MirrorError::Watch {
-                        message: e.to_string(),
-                    })),
-                };
-                futures::future::ready(out)
-            })
             .boxed()
     }
+}
+
+/// The watcher's events as [`PodEvent`]s: a relist is gathered into one
+/// `Restarted`. The backoff goes on this stream, not on the watcher's: the
+/// watcher starts every relist with an `Init` event, and a backoff resets on
+/// any item, so on the raw stream a list that always fails (a 403) was
+/// retried every 500 ms for ever. Here only real progress (a completed list,
+/// a change) resets it.
+fn pod_events(
+    events: impl futures::Stream<Item = std::result::Result<watcher::Event<Pod>, watcher::Error>>
+    + Send
+    + 'static,
+) -> impl futures::Stream<Item = Result<PodEvent>> + Send + 'static {
+    let mut buffer: Vec<Pod> = Vec::new();
+    events.filter_map(move |event| {
+        let out = match event {
+            Ok(watcher::Event::Init) => {
+                buffer.clear();
+                None
+            }
+            Ok(watcher::Event::InitApply(p)) => {
+                buffer.push(p);
+                None
+            }
+            Ok(watcher::Event::InitDone) => {
+                Some(Ok(PodEvent::Restarted(std::mem::take(&mut buffer))))
+            }
+            Ok(watcher::Event::Apply(p)) => Some(Ok(PodEvent::Applied(p))),
+            Ok(watcher::Event::Delete(p)) => Some(Ok(PodEvent::Deleted(p))),
+            Err(e) => Some(Err(MirrorError::Watch {
+                message: describe_watch(&e),
+            })),
+        };
+        futures::future::ready(out)
+    })
 }
 
 /// Retry delays of the pod watch: 500 ms doubling to 5 s. Short, because
@@ -338,23 +401,5 @@ impl Backoff for WatchBackoff {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn in_cluster_needs_the_service_host_and_the_token() {
-        assert!(in_cluster_available(Some("10.96.0.1"), true));
-        assert!(!in_cluster_available(Some("10.96.0.1"), false));
-        assert!(!in_cluster_available(None, true));
-        assert!(!in_cluster_available(Some(""), true));
-    }
-
-    #[test]
-    fn watch_backoff_doubles_to_five_seconds_and_resets() {
-        let mut b = WatchBackoff::default();
-        let waits: Vec<u64> = (&mut b).take(6).map(|d| d.as_millis() as u64).collect();
-        assert_eq!(waits, [500, 1000, 2000, 4000, 5000, 5000]);
-        b.reset();
-        assert_eq!(b.next(), Some(Duration::from_millis(500)));
-    }
-}
+#[path = "client_tests.rs"]
+mod tests;

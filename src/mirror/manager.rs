@@ -20,7 +20,7 @@ use super::client::{MirrorClient, MirrorError, PodEvent};
 use super::decide::{
     DeleteReason, MirrorAction, MirrorInputs, NodeRef, decide, mirror_pod_for, status_differs,
 };
-use super::node::{new_node, node_lease, node_status};
+use super::node::{NodeSystem, new_node, node_lease, node_status};
 use crate::pod::view::{AgentView, StatusCache};
 use crate::pod::{self, manager::PodManager};
 
@@ -32,6 +32,7 @@ pub struct MirrorManager {
     pub node_name: String,
     pub node_ip: String,
     pub runtime_version: String,
+    pub system: NodeSystem,
     pub view: watch::Receiver<Arc<AgentView>>,
     pub statuses: StatusCache,
     /// Changes whenever a static pod's status changes.
@@ -49,6 +50,7 @@ impl MirrorManager {
             self.node_name.clone(),
             self.node_ip.clone(),
             self.runtime_version.clone(),
+            self.system.clone(),
             node_tx,
             cancel.clone(),
         ));
@@ -69,6 +71,7 @@ async fn node_loop(
     name: String,
     ip: String,
     runtime_version: String,
+    system: NodeSystem,
     node_tx: watch::Sender<Option<NodeRef>>,
     cancel: CancellationToken,
 ) {
@@ -77,21 +80,18 @@ async fn node_loop(
     let mut failing: Option<String> = None;
     loop {
         let result: Result<NodeRef, MirrorError> = async {
+            let now = jiff::Timestamp::now();
+            let status = node_status(&name, &ip, &runtime_version, &system, now, ready_since);
+            // As the kubelet registers: the status goes with the create, so
+            // the Node never exists without its addresses and conditions.
             let node = match client.get_node(&name).await? {
-                Some(n) => n,
+                Some(_) => client.patch_node_status(&name, &status).await?,
                 None => {
                     tracing::info!(node = %name, "registering the node");
-                    client.create_node(&new_node(&name)).await?
+                    client.create_node(&new_node(&name, status)).await?
                 }
             };
             let uid = node.metadata.uid.clone().unwrap_or_default();
-            let now = jiff::Timestamp::now();
-            client
-                .patch_node_status(
-                    &name,
-                    &node_status(&name, &ip, &runtime_version, now, ready_since),
-                )
-                .await?;
             client.renew_lease(&node_lease(&name, &uid, now)).await?;
             Ok(NodeRef {
                 name: name.clone(),
@@ -156,10 +156,14 @@ async fn watch_loop(
                     .map(|p| (pod::uid(&p).to_string(), p))
                     .collect();
             }
+            // A watch that resumed after an error goes on without a new
+            // list: any event shows it works again.
             Ok(PodEvent::Applied(p)) => {
+                failing = false;
                 pods.insert(pod::uid(&p).to_string(), p);
             }
             Ok(PodEvent::Deleted(p)) => {
+                failing = false;
                 pods.remove(pod::uid(&p));
             }
             Err(e) => {
@@ -363,6 +367,7 @@ mod tests {
             node_name: "node-a".into(),
             node_ip: "192.0.2.1".into(),
             runtime_version: "containerd://1".into(),
+            system: NodeSystem::default(),
             view,
             statuses,
             status_changed,
@@ -474,6 +479,49 @@ mod tests {
             .await
             .unwrap();
         assert!(client.pods().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_node_registers_with_its_status_then_patches_it_and_renews_its_lease() {
+        let client = Arc::new(FakeMirrorClient::new());
+        let (node_tx, mut node_rx) = watch::channel(None);
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(node_loop(
+            client.clone(),
+            "node-a".into(),
+            "192.0.2.1".into(),
+            "containerd://1".into(),
+            NodeSystem::default(),
+            node_tx,
+            cancel.clone(),
+        ));
+        node_rx.changed().await.unwrap();
+        let node = node_rx.borrow().clone().unwrap();
+        assert_eq!(
+            client.calls(),
+            [
+                "get_node node-a",
+                "create_node node-a",
+                "renew_lease node-a"
+            ],
+            "one create, with the status in it"
+        );
+        // (This read is the fourth call.)
+        let registered = client.get_node("node-a").await.unwrap().unwrap();
+        let status = registered.status.expect("registered with a status");
+        assert_eq!(status.addresses.unwrap()[0].address, "192.0.2.1");
+        assert_eq!(Some(node.uid), registered.metadata.uid);
+        tokio::time::sleep(RESYNC_PERIOD + Duration::from_millis(1)).await;
+        cancel.cancel();
+        task.await.unwrap();
+        assert_eq!(
+            client.calls()[4..],
+            [
+                "get_node node-a",
+                "patch_node_status node-a",
+                "renew_lease node-a"
+            ]
+        );
     }
 
     #[test]

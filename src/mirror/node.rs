@@ -20,8 +20,9 @@ pub fn kube_arch() -> &'static str {
     }
 }
 
-/// A new Node object for `name`, labelled as the kubelet labels its node.
-pub fn new_node(name: &str) -> Node {
+/// A new Node object for `name`, labelled as the kubelet labels its node,
+/// with its first `status` (the API server keeps a status sent on create).
+pub fn new_node(name: &str, status: NodeStatus) -> Node {
     Node {
         metadata: ObjectMeta {
             name: Some(name.to_string()),
@@ -35,8 +36,21 @@ pub fn new_node(name: &str) -> Node {
             ])),
             ..Default::default()
         },
-        ..Default::default()
+        spec: None,
+        status: Some(status),
     }
+}
+
+/// What the node says about its OS and machine, for `status.nodeInfo`
+/// (the kubelet reads these through cadvisor). Empty when unknown.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeSystem {
+    pub kernel_version: String,
+    /// The distribution's PRETTY_NAME, e.g. "Debian GNU/Linux 12 (bookworm)".
+    pub os_image: String,
+    pub machine_id: String,
+    pub boot_id: String,
+    pub system_uuid: String,
 }
 
 /// What the node reports: Ready, its addresses and its software.
@@ -44,6 +58,7 @@ pub fn node_status(
     name: &str,
     ip: &str,
     runtime_version: &str,
+    system: &NodeSystem,
     now: jiff::Timestamp,
     ready_since: jiff::Timestamp,
 ) -> NodeStatus {
@@ -71,6 +86,11 @@ pub fn node_status(
             operating_system: std::env::consts::OS.into(),
             container_runtime_version: runtime_version.to_string(),
             kubelet_version: format!("crilet/{}", env!("CARGO_PKG_VERSION")),
+            kernel_version: system.kernel_version.clone(),
+            os_image: system.os_image.clone(),
+            machine_id: system.machine_id.clone(),
+            boot_id: system.boot_id.clone(),
+            system_uuid: system.system_uuid.clone(),
             ..Default::default()
         }),
         ..Default::default()
@@ -106,8 +126,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn node_is_labelled_like_the_kubelets() {
-        let n = new_node("node-a");
+    fn node_is_labelled_like_the_kubelets_and_carries_its_status() {
+        let t = jiff::Timestamp::from_second(100).unwrap();
+        let status = node_status(
+            "node-a",
+            "192.0.2.7",
+            "containerd://1.6.20",
+            &NodeSystem::default(),
+            t,
+            t,
+        );
+        let n = new_node("node-a", status.clone());
+        assert_eq!(n.status, Some(status), "registered with its status");
         let l = n.metadata.labels.unwrap();
         assert_eq!(l["kubernetes.io/hostname"], "node-a");
         assert_eq!(l["kubernetes.io/os"], "linux");
@@ -120,18 +150,27 @@ mod tests {
     }
 
     #[test]
-    fn status_is_ready_with_addresses() {
+    fn status_is_ready_with_addresses_and_the_system() {
         let t = jiff::Timestamp::from_second(100).unwrap();
-        let s = node_status("node-a", "192.0.2.7", "containerd://1.6.20", t, t);
+        let system = NodeSystem {
+            kernel_version: "6.1.0-18-amd64".into(),
+            os_image: "Debian GNU/Linux 12 (bookworm)".into(),
+            machine_id: "m".into(),
+            boot_id: "b".into(),
+            system_uuid: "u".into(),
+        };
+        let s = node_status("node-a", "192.0.2.7", "containerd://1.6.20", &system, t, t);
         let c = &s.conditions.unwrap()[0];
         assert_eq!((c.type_.as_str(), c.status.as_str()), ("Ready", "True"));
         let a = s.addresses.unwrap();
         assert_eq!(a[0].address, "192.0.2.7");
         assert_eq!(a[1].type_, "Hostname");
-        assert_eq!(
-            s.node_info.unwrap().container_runtime_version,
-            "containerd://1.6.20"
-        );
+        let info = s.node_info.unwrap();
+        assert_eq!(info.container_runtime_version, "containerd://1.6.20");
+        assert_eq!(info.kernel_version, "6.1.0-18-amd64");
+        assert_eq!(info.os_image, "Debian GNU/Linux 12 (bookworm)");
+        let ids = (info.machine_id, info.boot_id, info.system_uuid);
+        assert_eq!(ids, ("m".into(), "b".into(), "u".into()));
     }
 
     #[test]
