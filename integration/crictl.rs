@@ -101,7 +101,7 @@ async fn crictl_shows_pods_and_containers_as_the_kubelet_names_them() {
     let agent = AgentProcess::start();
     agent.write("view.yaml", MANIFEST);
     let full = format!("view-{NODE}");
-    // "crash" exits at once: its second attempt comes after a 10 s back-off.
+    // "crash" exits at once and is restarted at once (the back-off starts after).
     wait_for(
         &rt,
         &agent,
