@@ -79,16 +79,18 @@ cleanup() {
   exit $rc
 }
 trap cleanup EXIT
-up() { # KIND DIR BRIDGE CIDR CGROUP_ROOT [options] -> socket
+up() { # KIND DIR BRIDGE CIDR CGROUP_ROOT [options]: the socket goes to $SOCKET
+  # (not to stdout: a $(...) subshell would lose UP_NOW, and the cleanup with it)
   local kind=$1 dir=$2
   UP_NOW+=("$kind $dir")
-  CTRLAB_BRIDGE=$3 CTRLAB_POD_CIDR=$4 CTRLAB_CGROUP_ROOT=$5 bash "$RT" up "$kind" "$dir" "${@:6}"
+  SOCKET=$(CTRLAB_BRIDGE=$3 CTRLAB_POD_CIDR=$4 CTRLAB_CGROUP_ROOT=$5 bash "$RT" up "$kind" "$dir" "${@:6}")
 }
 
 say "starting the real kube-apiserver (scripts/apiserver-env.sh)"
 eval "$(bash "$ROOT/scripts/apiserver-env.sh" up)"
 say "starting containerd 1.6 with the loopback registry in $STATE"
-SOCK=$(up containerd1 "$STATE" crilettest0 10.89.0.0/16 crilet-test --registry)
+up containerd1 "$STATE" crilettest0 10.89.0.0/16 crilet-test --registry
+SOCK=$SOCKET
 REGISTRY_UP=("${UP_NOW[@]}")
 for kind in $RUNTIMES; do
   mapfile -t I < <(instances "$kind")
@@ -97,9 +99,9 @@ for kind in $RUNTIMES; do
   read -r GC_DIR GC_BR GC_CIDR GC_CG <<<"${I[2]}"
   say "[$kind] starting the CRI, agent and GC instances"
   if [ "$kind" = containerd1 ]; then CRI_SOCK=$SOCK; else
-    CRI_SOCK=$(up "$kind" "$CRI_DIR" "$CRI_BR" "$CRI_CIDR" "$CRI_CG"); fi
-  AGENT_SOCK=$(up "$kind" "$AGENT_DIR" "$AGENT_BR" "$AGENT_CIDR" "$AGENT_CG")
-  GC_SOCK=$(up "$kind" "$GC_DIR" "$GC_BR" "$GC_CIDR" "$GC_CG" --root-fs loop:512M)
+    up "$kind" "$CRI_DIR" "$CRI_BR" "$CRI_CIDR" "$CRI_CG"; CRI_SOCK=$SOCKET; fi
+  up "$kind" "$AGENT_DIR" "$AGENT_BR" "$AGENT_CIDR" "$AGENT_CG"; AGENT_SOCK=$SOCKET
+  up "$kind" "$GC_DIR" "$GC_BR" "$GC_CIDR" "$GC_CG" --root-fs loop:512M; GC_SOCK=$SOCKET
   say "[$kind] integration tests against unix://$CRI_SOCK, unix://$AGENT_SOCK and unix://$GC_SOCK"
   t0=$(date +%s)
   CRILET_TEST_RUNTIME=$kind \
