@@ -52,8 +52,8 @@ fn own_keys(map: &Value) -> BTreeSet<String> {
         .unwrap_or_else(|| panic!("not an object: {map}"))
         .iter()
         .filter(|(k, v)| {
-            !k.starts_with("io.cri-containerd.")
-                && !(k.as_str() == "io.kubernetes.container.name" && *v == "POD")
+            let sandbox_name = k.as_str() == "io.kubernetes.container.name" && *v == "POD";
+            !(k.starts_with("io.cri-containerd.") || sandbox_name)
         })
         .map(|(k, _)| k.clone())
         .collect()
