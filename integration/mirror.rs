@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::agent::*;
 use crate::kube::{Lab, NodeClaim, managers};
-use crate::support::eventually;
+use crate::support::{eventually, runtime_kind};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -128,8 +128,10 @@ async fn mirror_pod_lifecycle() {
         .find(|a| a.type_ == "InternalIP");
     assert_eq!(internal.map(|a| a.address.as_str()), Some("127.0.0.1"));
     let info = status.node_info.expect("nodeInfo");
+    // <runtime name>://<version>, as the kubelet writes it.
+    let scheme = format!("{}://", runtime_kind().runtime_name());
     assert!(
-        info.container_runtime_version.starts_with("containerd://"),
+        info.container_runtime_version.starts_with(&scheme),
         "{info:?}"
     );
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
