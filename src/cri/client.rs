@@ -236,6 +236,28 @@ impl Runtime for CriRuntime {
             .filter(|s| !s.is_empty()))
     }
 
+    async fn get_container_events(&self) -> Result<ContainerEventStream> {
+        use futures::StreamExt;
+        // No deadline: the call lasts as long as the subscription, and a Go
+        // runtime sends its response headers only with its first event.
+        // Not reported to the observer either: its duration means nothing.
+        let mut client = self.runtime.clone();
+        let endpoint = self.endpoint.to_string();
+        let rpc_error = move |status| RuntimeError::Rpc {
+            endpoint: endpoint.clone(),
+            op: "GetContainerEvents",
+            status,
+        };
+        let stream = client
+            .get_container_events(pb::GetEventsRequest {})
+            .await
+            .map_err(&rpc_error)?
+            .into_inner();
+        Ok(stream
+            .map(move |item| item.map(container_event_from).map_err(&rpc_error))
+            .boxed())
+    }
+
     async fn run_pod_sandbox(&self, config: &PodSandboxConfig) -> Result<String> {
         let r = rpc!(
             self,

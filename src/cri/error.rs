@@ -38,6 +38,10 @@ pub enum RuntimeError {
     /// A fake or a caller-side check refused the request.
     #[error("{op}: {message}")]
     Refused { op: &'static str, message: String },
+
+    /// The `Runtime` implementation has no such call (the trait's default).
+    #[error("{op}: not implemented by this runtime")]
+    Unsupported { op: &'static str },
 }
 
 impl RuntimeError {
@@ -49,6 +53,7 @@ impl RuntimeError {
             RuntimeError::InvalidEndpoint { .. } => tonic::Code::InvalidArgument,
             RuntimeError::Malformed { .. } => tonic::Code::Internal,
             RuntimeError::Refused { .. } => tonic::Code::FailedPrecondition,
+            RuntimeError::Unsupported { .. } => tonic::Code::Unimplemented,
         }
     }
 
