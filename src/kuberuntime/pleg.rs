@@ -78,28 +78,34 @@ pub struct MissedEvent {
     pub now: ContainerState,
 }
 
-/// The kubelet-labelled objects one relist saw: which pod each belongs to,
-/// and each container's state.
+/// The objects one relist saw: the pod of each kubelet-labelled one, each
+/// such container's state, and the ids of the others (not crilet's).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RelistSnapshot {
     containers: HashMap<String, (String, ContainerState)>,
     sandboxes: HashMap<String, String>,
+    foreign: HashSet<String>,
 }
 
 impl RelistSnapshot {
-    /// Objects without the pod UID label are not crilet's and are left out.
     pub fn new(sandboxes: &[PodSandbox], containers: &[Container]) -> Self {
+        let mut snapshot = RelistSnapshot::default();
         let uid = |labels: &crate::cri::Labels| labels.get(POD_UID_LABEL).cloned();
-        RelistSnapshot {
-            containers: containers
-                .iter()
-                .filter_map(|c| Some((c.id.clone(), (uid(&c.labels)?, c.state))))
-                .collect(),
-            sandboxes: sandboxes
-                .iter()
-                .filter_map(|s| Some((s.id.clone(), uid(&s.labels)?)))
-                .collect(),
+        for s in sandboxes {
+            if let Some(uid) = uid(&s.labels) {
+                snapshot.sandboxes.insert(s.id.clone(), uid);
+            } else {
+                snapshot.foreign.insert(s.id.clone());
+            }
         }
+        for c in containers {
+            if let Some(uid) = uid(&c.labels) {
+                snapshot.containers.insert(c.id.clone(), (uid, c.state));
+            } else {
+                snapshot.foreign.insert(c.id.clone());
+            }
+        }
+        snapshot
     }
 
     /// The pod UID of a sandbox or container id.
@@ -110,17 +116,32 @@ impl RelistSnapshot {
     }
 }
 
+/// What an event is about, for the driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventTarget {
+    /// Wake this pod's worker (or, without one, relist: an orphan or a pod
+    /// just removed).
+    Pod(String),
+    /// An object the last relist saw without kubelet labels: not crilet's.
+    NotOurs,
+    /// An object crilet has not listed yet: relist.
+    Unknown,
+}
+
 /// The pod an event is about: the UID in the event's sandbox status, else
 /// the owner of its sandbox or container as the last relist saw them.
-/// `None`: an object crilet has not listed yet (the driver relists).
-pub fn pod_of_event(event: &ContainerEvent, known: &RelistSnapshot) -> Option<String> {
-    if let Some(uid) = &event.pod_uid {
-        return Some(uid.clone());
+pub fn event_target(event: &ContainerEvent, known: &RelistSnapshot) -> EventTarget {
+    let ids = [event.pod_sandbox_id.as_deref(), Some(&event.container_id)];
+    if ids.iter().flatten().any(|id| known.foreign.contains(*id)) {
+        return EventTarget::NotOurs;
     }
-    (event.pod_sandbox_id.as_deref())
-        .and_then(|id| known.uid_of(id))
-        .or_else(|| known.uid_of(&event.container_id))
-        .map(str::to_string)
+    if let Some(uid) = &event.pod_uid {
+        return EventTarget::Pod(uid.clone());
+    }
+    match ids.iter().flatten().find_map(|id| known.uid_of(id)) {
+        Some(uid) => EventTarget::Pod(uid.to_string()),
+        None => EventTarget::Unknown,
+    }
 }
 
 /// The subscriber's back-off between attempts.
@@ -254,13 +275,13 @@ impl Pleg {
         self.suspects.clear();
     }
 
-    /// Notes an event (it explains changes of its object) and answers the
-    /// pod to wake, if crilet knows it.
-    pub fn event(&mut self, event: &ContainerEvent, known: &RelistSnapshot) -> Option<String> {
+    /// Notes an event (it explains changes of its object) and answers what
+    /// it is about.
+    pub fn event(&mut self, event: &ContainerEvent, known: &RelistSnapshot) -> EventTarget {
         self.seen.insert(event.container_id.clone());
         self.suspects
             .retain(|s| s.container_id != event.container_id);
-        pod_of_event(event, known)
+        event_target(event, known)
     }
 
     /// A relist begins: events from now on belong to the next window.

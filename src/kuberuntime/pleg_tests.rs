@@ -55,26 +55,35 @@ fn snapshot(containers: &[(&str, ContainerState)]) -> RelistSnapshot {
     let mut foreign = container("other", "sbx", "", Running);
     foreign.labels.clear();
     list.push(foreign);
-    RelistSnapshot::new(&[sandbox("sb1", "u1")], &list)
+    let mut foreign_sandbox = sandbox("sbx", "");
+    foreign_sandbox.labels.clear();
+    RelistSnapshot::new(&[sandbox("sb1", "u1"), foreign_sandbox], &list)
 }
 
 #[test]
 fn an_event_wakes_the_pod_it_names_or_the_owner_of_its_object() {
     let known = snapshot(&[("c1", Running)]);
+    let pod = |uid: &str| EventTarget::Pod(uid.to_string());
     let cases = [
         // The UID the runtime sent wins (containerd 2, CRI-O).
-        (event("c9", Some("sb9"), Some("u7")), Some("u7")),
+        (event("c9", Some("sb9"), Some("u7")), pod("u7")),
         // No sandbox status: by the sandbox id, then the container id.
-        (event("c9", Some("sb1"), None), Some("u1")),
-        (event("c1", None, None), Some("u1")),
+        (event("c9", Some("sb1"), None), pod("u1")),
+        (event("c1", None, None), pod("u1")),
         // A sandbox event without status.
-        (event("sb1", None, None), Some("u1")),
-        // Something the relist has not seen, or not crilet's.
-        (event("c9", Some("sb9"), None), None),
-        (event("other", None, None), None),
+        (event("sb1", None, None), pod("u1")),
+        // Something the relist has not seen.
+        (event("c9", Some("sb9"), None), EventTarget::Unknown),
+        // Objects listed without kubelet labels, with or without a UID.
+        (event("other", None, None), EventTarget::NotOurs),
+        (
+            event("other", Some("sbx"), Some("u9")),
+            EventTarget::NotOurs,
+        ),
+        (event("c9", Some("sbx"), Some("u9")), EventTarget::NotOurs),
     ];
     for (e, want) in cases {
-        assert_eq!(pod_of_event(&e, &known).as_deref(), want, "{e:?}");
+        assert_eq!(event_target(&e, &known), want, "{e:?}");
     }
     assert_eq!(known.uid_of("sbx"), None);
 }
