@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use super::labels::POD_UID_LABEL;
-use crate::cri::{Container, ContainerEvent, ContainerState, PodSandbox};
+use crate::cri::{Container, ContainerEvent, ContainerEventType, ContainerState, PodSandbox};
 
 /// The relist period without events (the kubelet's generic PLEG).
 pub const GENERIC_RELIST_PERIOD: Duration = Duration::from_secs(1);
@@ -144,6 +144,26 @@ pub fn event_target(event: &ContainerEvent, known: &RelistSnapshot) -> EventTarg
     }
 }
 
+/// Whether an event of `kind` accounts for a container found in `state`:
+/// it announced that state or a later one (an event may overtake a list).
+/// Unknown states and event types account for anything.
+fn accounts_for(kind: ContainerEventType, state: ContainerState) -> bool {
+    let reached = match kind {
+        ContainerEventType::Created => 0,
+        ContainerEventType::Started => 1,
+        ContainerEventType::Stopped => 2,
+        ContainerEventType::Deleted => 3,
+        ContainerEventType::Unknown(_) => return true,
+    };
+    let needed = match state {
+        ContainerState::Created => 0,
+        ContainerState::Running => 1,
+        ContainerState::Exited => 2,
+        ContainerState::Unknown => return true,
+    };
+    reached >= needed
+}
+
 /// The subscriber's back-off between attempts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Resubscribe {
@@ -177,10 +197,10 @@ pub struct Pleg {
     /// The current outage (from a failure to the next subscription) has
     /// been reported.
     outage_said: bool,
-    /// Ids named by events since the last relist started.
-    seen: HashSet<String>,
-    /// The ids of the window the relist in progress checks.
-    window: HashSet<String>,
+    /// The last event type of each id named since the last relist started.
+    seen: HashMap<String, ContainerEventType>,
+    /// The same for the window the relist in progress checks.
+    window: HashMap<String, ContainerEventType>,
     /// The stream has been up, without a lag, since the last relist started.
     watched: bool,
     /// ... and so during the window the relist in progress checks.
@@ -200,8 +220,8 @@ impl Pleg {
             },
             unimplemented_said: false,
             outage_said: false,
-            seen: HashSet::new(),
-            window: HashSet::new(),
+            seen: HashMap::new(),
+            window: HashMap::new(),
             watched: false,
             window_watched: false,
             suspects: Vec::new(),
@@ -278,9 +298,10 @@ impl Pleg {
     /// Notes an event (it explains changes of its object) and answers what
     /// it is about.
     pub fn event(&mut self, event: &ContainerEvent, known: &RelistSnapshot) -> EventTarget {
-        self.seen.insert(event.container_id.clone());
+        let (id, kind) = (&event.container_id, event.event_type);
+        self.seen.insert(id.clone(), kind);
         self.suspects
-            .retain(|s| s.container_id != event.container_id);
+            .retain(|s| !(&s.container_id == id && accounts_for(kind, s.now)));
         event_target(event, known)
     }
 
@@ -292,12 +313,14 @@ impl Pleg {
     }
 
     /// A relist ended with `next`; `previous` is the relist before. Keeps
-    /// the containers that changed without an event during a window the
-    /// stream watched as suspects; true when there are any (the driver
-    /// calls `confirm_missed` after `MISSED_EVENT_GRACE`). Containers that
-    /// vanished are not suspects: CRI-O sends no DELETED for containers
-    /// removed with their sandbox. Sandboxes are not checked: CRI-O sends
-    /// no CREATED or DELETED for them.
+    /// as suspects the containers that changed during a window the stream
+    /// watched while their last event (if any) does not account for their
+    /// state, e.g. STARTED for one found exited: the STOPPED went missing.
+    /// True when there are suspects (the driver calls `confirm_missed`
+    /// after `MISSED_EVENT_GRACE`). Containers that vanished are not
+    /// suspects: CRI-O sends no DELETED for containers removed with their
+    /// sandbox. Sandboxes are not checked: CRI-O sends no CREATED or
+    /// DELETED for them.
     pub fn relist_done(
         &mut self,
         previous: Option<&RelistSnapshot>,
@@ -309,7 +332,8 @@ impl Pleg {
         };
         for (id, (uid, now)) in &next.containers {
             let was = previous.containers.get(id).map(|(_, s)| *s);
-            if was == Some(*now) || window.contains(id) || self.seen.contains(id) {
+            let last = self.seen.get(id).or(window.get(id));
+            if was == Some(*now) || last.is_some_and(|kind| accounts_for(*kind, *now)) {
                 continue;
             }
             if self.suspects.iter().any(|s| &s.container_id == id) {

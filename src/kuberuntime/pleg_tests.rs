@@ -102,7 +102,8 @@ fn modes_periods_and_notices_follow_the_stream() {
         })
     };
     // (step, mode after, relist now, notice)
-    let cases: Vec<(&str, Vec<(Step, Mode, bool, Option<Notice>)>)> = vec![
+    type Steps = Vec<(Step, Mode, bool, Option<Notice>)>;
+    let cases: Vec<(&str, Steps)> = vec![
         (
             "containerd 1.6: relist every second, said once however often asked",
             vec![
@@ -267,16 +268,28 @@ fn watched(first: &RelistSnapshot) -> Pleg {
     p
 }
 
+fn typed(id: &str, kind: ContainerEventType) -> ContainerEvent {
+    ContainerEvent {
+        event_type: kind,
+        ..event(id, Some("sb1"), Some("u1"))
+    }
+}
+
+type Events<'a> = &'a [(&'a str, ContainerEventType)];
+type Missed<'a> = Vec<(&'a str, Option<ContainerState>, ContainerState)>;
+
 #[test]
 fn a_relist_finds_changes_no_event_announced() {
-    let before = snapshot(&[("c1", Running), ("c2", Running)]);
-    let after = snapshot(&[("c1", Exited), ("c2", Exited), ("c3", Created)]);
+    use ContainerEventType::{Created as Create, Deleted, Started, Stopped};
+    let before = snapshot(&[("c1", Running), ("c2", Running), ("c4", Exited)]);
+    let after = snapshot(&[
+        ("c1", Exited),
+        ("c2", Exited),
+        ("c3", Created),
+        ("c4", Exited),
+    ]);
     // (events before the relist, events while it lists, missed)
-    let cases: Vec<(
-        &[&str],
-        &[&str],
-        Vec<(&str, Option<ContainerState>, ContainerState)>,
-    )> = vec![
+    let cases: Vec<(Events, Events, Missed)> = vec![
         (
             &[],
             &[],
@@ -286,18 +299,49 @@ fn a_relist_finds_changes_no_event_announced() {
                 ("c3", None, Created),
             ],
         ),
-        (&["c1", "c3"], &[], vec![("c2", Some(Running), Exited)]),
+        (
+            &[("c1", Stopped), ("c3", Create)],
+            &[],
+            vec![("c2", Some(Running), Exited)],
+        ),
         // Events that arrive while the relist lists still count.
-        (&["c1"], &["c2", "c3"], vec![]),
+        (
+            &[("c1", Stopped)],
+            &[("c2", Stopped), ("c3", Create)],
+            vec![],
+        ),
+        // An event ahead of the list accounts for it.
+        (
+            &[("c1", Deleted), ("c2", Stopped), ("c3", Started)],
+            &[],
+            vec![],
+        ),
+        // The last event is what counts: a STOPPED went missing after these.
+        (
+            &[
+                ("c1", Stopped),
+                ("c1", Started),
+                ("c2", Create),
+                ("c3", Create),
+            ],
+            &[],
+            vec![("c1", Some(Running), Exited), ("c2", Some(Running), Exited)],
+        ),
+        // Unchanged since the last relist: fine whatever the events say.
+        (
+            &[("c4", Started)],
+            &[("c1", Stopped), ("c2", Stopped), ("c3", Create)],
+            vec![],
+        ),
     ];
     for (before_events, during, want) in cases {
         let mut p = watched(&before);
-        for id in before_events {
-            p.event(&event(id, Some("sb1"), Some("u1")), &before);
+        for (id, kind) in before_events {
+            p.event(&typed(id, *kind), &before);
         }
         p.relist_started();
-        for id in during {
-            p.event(&event(id, Some("sb1"), Some("u1")), &before);
+        for (id, kind) in during {
+            p.event(&typed(id, *kind), &before);
         }
         assert_eq!(p.relist_done(Some(&before), &after), !want.is_empty());
         let missed: Vec<_> = (p.confirm_missed().into_iter())
@@ -320,7 +364,9 @@ fn a_late_event_clears_its_suspect_and_vanished_containers_are_not_suspects() {
     let mut p = watched(&before);
     p.relist_started();
     assert!(p.relist_done(Some(&before), &after));
-    // The runtime published just after the list: within the grace.
+    // An event that does not account for the state keeps the suspect...
+    p.event(&typed("c1", ContainerEventType::Started), &after);
+    // ... a STOPPED the runtime published just after the list clears it.
     p.event(&event("c1", None, None), &after);
     assert_eq!(p.confirm_missed(), []);
 }

@@ -1,6 +1,7 @@
 //! The fake's GetContainerEvents: off (Unimplemented, as containerd 1.6)
 //! until a test turns it on, then one stream per subscriber, fed by every
-//! change the fake makes, with the sandbox events containerd 2 sends.
+//! change the fake makes, with the sandbox events containerd 2 sends. Like
+//! the Go runtimes, the call answers only with the first event.
 //!
 //! Invariant: an event is sent after the state it reports is in place, so
 //! a subscriber that reacts by reading the fake sees the change.

@@ -180,6 +180,14 @@ fn not_found(op: &'static str, what: &str) -> RuntimeError {
     rpc_error(op, tonic::Status::not_found(format!("{what} not found")))
 }
 
+/// How a list call's label selector is recorded: `k=v` pairs in order,
+/// empty for an unfiltered list (a relist).
+fn selector_arg(selector: &Labels) -> String {
+    let mut pairs: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    pairs.sort();
+    pairs.join(",")
+}
+
 fn matches(selector: &Labels, labels: &Labels) -> bool {
     selector.iter().all(|(k, v)| labels.get(k) == Some(v))
 }

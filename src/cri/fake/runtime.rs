@@ -41,7 +41,15 @@ impl Runtime for FakeRuntime {
     }
 
     async fn get_container_events(&self) -> Result<ContainerEventStream> {
-        self.enter("GetContainerEvents", "")?.events.subscribe()
+        use futures::StreamExt;
+        let mut stream = self.enter("GetContainerEvents", "")?.events.subscribe()?;
+        // As containerd and CRI-O: no answer before the first event, and an
+        // error before it is the call's.
+        match stream.next().await {
+            Some(Ok(first)) => Ok(futures::stream::iter([Ok(first)]).chain(stream).boxed()),
+            Some(Err(e)) => Err(e),
+            None => Ok(stream),
+        }
     }
 
     async fn run_pod_sandbox(&self, config: &PodSandboxConfig) -> Result<String> {
@@ -124,7 +132,7 @@ impl Runtime for FakeRuntime {
     }
 
     async fn list_pod_sandbox(&self, filter: &PodSandboxFilter) -> Result<Vec<PodSandbox>> {
-        let s = self.enter("ListPodSandbox", "")?;
+        let s = self.enter("ListPodSandbox", &selector_arg(&filter.label_selector))?;
         Ok(s.sandboxes
             .iter()
             .filter(|(id, (c, st, _))| {
@@ -213,7 +221,7 @@ impl Runtime for FakeRuntime {
     }
 
     async fn list_containers(&self, filter: &ContainerFilter) -> Result<Vec<Container>> {
-        let s = self.enter("ListContainers", "")?;
+        let s = self.enter("ListContainers", &selector_arg(&filter.label_selector))?;
         Ok(s.containers
             .iter()
             .filter(|(id, c)| {

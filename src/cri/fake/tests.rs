@@ -140,8 +140,16 @@ async fn container_events_follow_every_change_once_served() {
     assert_eq!(err.code(), tonic::Code::Unimplemented);
 
     rt.serve_container_events();
-    let mut events = rt.get_container_events().await.unwrap();
-    assert_eq!(rt.container_event_subscribers(), 1);
+    let rt = std::sync::Arc::new(rt);
+    let call = tokio::spawn({
+        let rt = rt.clone();
+        async move { rt.get_container_events().await }
+    });
+    // The call waits for the first event, as containerd's and CRI-O's do.
+    while rt.container_event_subscribers() == 0 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!call.is_finished());
     let sb = sandbox("ev");
     let id = rt.run_pod_sandbox(&sb).await.unwrap();
     let cfg = ContainerConfig {
@@ -157,6 +165,7 @@ async fn container_events_follow_every_change_once_served() {
     rt.mute_container_events(false);
     rt.remove_pod_sandbox(&id).await.unwrap();
 
+    let mut events = call.await.unwrap().unwrap();
     let mut seen = Vec::new();
     for _ in 0..8 {
         let e = events.next().await.unwrap().unwrap();
