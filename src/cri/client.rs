@@ -242,19 +242,24 @@ impl Runtime for CriRuntime {
         // runtime sends its response headers only with its first event.
         // Not reported to the observer either: its duration means nothing.
         let mut client = self.runtime.clone();
-        let endpoint = self.endpoint.to_string();
-        let rpc_error = move |status| RuntimeError::Rpc {
-            endpoint: endpoint.clone(),
+        let rpc_error = |status| RuntimeError::Rpc {
+            endpoint: self.endpoint.to_string(),
             op: "GetContainerEvents",
             status,
         };
         let stream = client
             .get_container_events(pb::GetEventsRequest {})
             .await
-            .map_err(&rpc_error)?
+            .map_err(rpc_error)?
             .into_inner();
+        let endpoint = self.endpoint.to_string();
+        let broken = move |status| RuntimeError::StreamBroken {
+            endpoint: endpoint.clone(),
+            op: "GetContainerEvents",
+            status,
+        };
         Ok(stream
-            .map(move |item| item.map(container_event_from).map_err(&rpc_error))
+            .map(move |item| item.map(container_event_from).map_err(&broken))
             .boxed())
     }
 
