@@ -137,6 +137,26 @@ impl Worker {
                 });
             }
         }
+        // As the kubelet, make the container's log directory: CRI-O's conmon
+        // does not (CreateContainer fails with "write child: broken pipe").
+        let log_dir = std::path::Path::new(&config.log_path).parent();
+        if let Some(dir) = log_dir.filter(|d| !d.as_os_str().is_empty()) {
+            let dir = mapping::pod_log_dir(&self.ctx.node, pod).join(dir);
+            if let Err(e) = std::fs::create_dir_all(&dir) {
+                let message = format!("creating log directory {}: {e}", dir.display());
+                self.waiting.insert(
+                    name.to_string(),
+                    WaitingReason {
+                        reason: "CreateContainerConfigError".into(),
+                        message: message.clone(),
+                    },
+                );
+                return Err(RuntimeError::Refused {
+                    op: "CreateContainer",
+                    message,
+                });
+            }
+        }
         if restart {
             self.backoff.next(name, now);
         }
