@@ -13,6 +13,7 @@ mod apiserver_tests;
 mod bad_endpoint;
 mod cli;
 mod cri;
+mod events;
 mod gc;
 mod gc_agent;
 mod gc_support;

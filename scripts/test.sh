@@ -6,7 +6,8 @@
 #      127.0.0.1:5000) brought up by scripts/containerd-up.sh, installing
 #      containerd, runc, CNI plugins and busybox-static with apt-get if needed;
 #   3. the integration binary against it, including the #[ignore]d tests
-#      that need a runtime;
+#      that need a runtime; then, alone, the tests that restart the agent
+#      tests' runtime (`restarts_runtime` in their names);
 #   4. containerd stopped and everything it left removed, pass or fail.
 # Environment: CRILET_TEST_DIR (default /tmp/crilet-test).
 set -euo pipefail
@@ -62,4 +63,11 @@ CRILET_TEST_ENDPOINT="unix://$SOCK" CRILET_TEST_POD_CIDR="$CTRLAB_POD_CIDR" \
   CRILET_AGENT_TEST_ENDPOINT="unix://$AGENT_SOCK" CRILET_AGENT_TEST_DIR="$AGENT_STATE" \
   CRILET_AGENT_TEST_BRIDGE=crilettest1 CRILET_AGENT_TEST_POD_CIDR=10.92.0.0/16 \
   CRILET_GC_TEST_ENDPOINT="unix://$GC_SOCK" CRILET_GC_TEST_DIR="$GC_STATE" \
-  cargo test --test integration -- --include-ignored
+  cargo test --test integration -- --include-ignored --skip restarts_runtime
+
+# Tests that restart the agent tests' runtime run alone, after the others.
+say "integration tests that restart the runtime (restarts_runtime)"
+AGENT_ENV="CTRLAB_BRIDGE=crilettest1 CTRLAB_POD_CIDR=10.92.0.0/16 CTRLAB_CGROUP_ROOT=crilet-agent-test"
+CRILET_TEST_RUNTIME_RESTART="$AGENT_ENV bash $ROOT/scripts/containerd-down.sh $AGENT_STATE --keep-pods && $AGENT_ENV bash $ROOT/scripts/containerd-up.sh $AGENT_STATE" \
+  CRILET_AGENT_TEST_ENDPOINT="unix://$AGENT_SOCK" CRILET_AGENT_TEST_DIR="$AGENT_STATE" \
+  cargo test --test integration restarts_runtime -- --include-ignored
