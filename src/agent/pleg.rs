@@ -230,9 +230,10 @@ impl SyncLoop {
                 return;
             }
         };
+        // Events that queued while listing count for this relist. Those
+        // that ask for another (a subscription, a lag, an object this list
+        // may predate) keep their request.
         self.drain_events();
-        // Drained messages may ask for a relist: this one is it.
-        self.pleg.next_relist = started + self.pleg.pleg.relist_period();
         let mut orphans_found = false;
         let unseen = self.config.unseen_sources();
         for (uid, summary) in &all {
