@@ -1,3 +1,6 @@
+//! The fake against CRI semantics: calls recorded in order, injected
+//! failures, images, exec, RuntimeConfig and the container event streams.
+
 use super::*;
 
 fn sandbox(name: &str) -> PodSandboxConfig {
