@@ -34,23 +34,24 @@
 //! CTRLAB_CGROUP_ROOT). CRILET_BENCH_PODS (100) and CRILET_BENCH_WINDOW_SECS
 //! (30) tune it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use serde_json::Value;
 
 use crilet::cri::*;
-use crilet::kuberuntime::labels;
 
+#[path = "common/agent.rs"]
+mod agent;
 mod common;
 #[path = "common/procfs.rs"]
 mod procfs;
 
+use agent::{AgentProcess, sandboxes_of, sweep};
 use common::env_or;
 use procfs::{Figures, Targets, containerd_pid, measure};
 
@@ -93,8 +94,7 @@ fn free_ports(n: usize) -> Vec<u16> {
 // ------------------------------------------------------------------ crilet
 
 struct Agent {
-    child: Child,
-    log: PathBuf,
+    process: AgentProcess,
     http_port: u16,
 }
 
@@ -106,63 +106,35 @@ impl Agent {
         cgroup_root: &str,
         http_port: u16,
     ) -> Self {
-        let log = scratch.join("crilet.log");
-        let child = Command::new(bin)
-            .args(["run", "--container-runtime-endpoint", endpoint])
-            .arg("--pod-manifest-path")
-            .arg(scratch.join("manifests"))
-            .args(["--hostname-override", NODE, "--node-ip", "127.0.0.1"])
-            .args(["--cgroup-root", cgroup_root])
-            .args(["--http-address", &format!("127.0.0.1:{http_port}")])
-            .arg("--root-dir")
-            .arg(scratch.join("root"))
-            .arg("--socket")
-            .arg(scratch.join("crilet.sock"))
-            .env("CRILET_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start crilet");
+        let http = vec!["--http-address".into(), format!("127.0.0.1:{http_port}")];
         Agent {
-            child,
-            log,
+            process: AgentProcess::start(
+                bin,
+                endpoint,
+                scratch,
+                NODE,
+                cgroup_root,
+                &http,
+                "crilet.log",
+            ),
             http_port,
         }
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.pid()
     }
 
     fn check_alive(&mut self) {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            panic!("crilet exited ({status}); log:\n{}", self.log_tail());
-        }
+        self.process.check_alive();
     }
 
     fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = log.lines().collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
+        self.process.log_tail()
     }
 
-    /// SIGTERM, then SIGKILL after 10 s. crilet leaves its pods running.
     fn stop(&mut self) {
-        if let Ok(Some(_)) = self.child.try_wait() {
-            return;
-        }
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.pid().to_string()])
-            .status();
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(10) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.stop();
     }
 
     /// Per pod full name on `/pods`: (Ready condition True, restarts).
@@ -214,12 +186,6 @@ impl Agent {
     }
 }
 
-impl Drop for Agent {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
 async fn wait_ready(agent: &mut Agent, names: &[String], limit: Duration) -> Duration {
     let start = Instant::now();
     loop {
@@ -238,26 +204,11 @@ async fn wait_ready(agent: &mut Agent, names: &[String], limit: Duration) -> Dur
     }
 }
 
-/// crilet's sandboxes of the named pods (any state).
-async fn sandboxes_of(rt: &dyn Runtime, names: &[String]) -> Vec<PodSandbox> {
-    let full: HashSet<String> = names.iter().map(|n| format!("{n}-{NODE}")).collect();
-    rt.list_pod_sandbox(&PodSandboxFilter::default())
-        .await
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|s| {
-            s.labels
-                .get(labels::POD_NAME_LABEL)
-                .is_some_and(|n| full.contains(n))
-        })
-        .collect()
-}
-
 async fn wait_gone(agent: &mut Agent, rt: &dyn Runtime, names: &[String], limit: Duration) {
     let start = Instant::now();
     loop {
         agent.check_alive();
-        let left = sandboxes_of(rt, names).await.len();
+        let left = sandboxes_of(rt, names, NODE).await.len();
         if left == 0 {
             return;
         }
@@ -267,27 +218,6 @@ async fn wait_gone(agent: &mut Agent, rt: &dyn Runtime, names: &[String], limit:
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-}
-
-/// Stops and removes the named pods' sandboxes and their cgroups, for the
-/// end of the run with crilet stopped.
-async fn sweep(rt: &dyn Runtime, names: &[String], cgroup_root: &str) -> usize {
-    let left = sandboxes_of(rt, names).await;
-    for sb in &left {
-        if let Err(e) = rt.stop_pod_sandbox(&sb.id).await {
-            eprintln!("probes: StopPodSandbox {}: {e}", sb.id);
-        }
-        if let Err(e) = rt.remove_pod_sandbox(&sb.id).await {
-            eprintln!("probes: RemovePodSandbox {}: {e}", sb.id);
-        }
-        for qos in ["", "burstable/", "besteffort/"] {
-            let _ = crilet::agent::cgroup::remove_pod_cgroup(
-                Path::new(crilet::agent::cgroup::CGROUP_ROOT),
-                &format!("{cgroup_root}/kubepods/{qos}pod{}", sb.metadata.uid),
-            );
-        }
-    }
-    left.len()
 }
 
 // -------------------------------------------------------------------- run
@@ -480,7 +410,7 @@ async fn main() {
     // crilet leaves its pods running when stopped: remove them over CRI.
     agent.stop();
     let all: Vec<String> = setup.idle.iter().chain(&setup.probed).cloned().collect();
-    let removed = sweep(&rt, &all, &cgroup_root).await;
+    let removed = sweep(&rt, &all, NODE, &cgroup_root).await;
     eprintln!("probes: crilet stopped, {removed} sandboxes removed");
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);

@@ -18,6 +18,7 @@ mod bad_endpoint;
 mod cli;
 mod cri;
 mod crictl;
+mod events;
 mod gc;
 mod gc_agent;
 mod gc_support;

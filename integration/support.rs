@@ -51,6 +51,20 @@ impl RuntimeKind {
         }
     }
 
+    /// The name CRILET_TEST_RUNTIME and scripts/runtime.sh use.
+    pub fn test_name(self) -> &'static str {
+        match self {
+            RuntimeKind::Containerd1 => "containerd1",
+            RuntimeKind::Containerd2 => "containerd2",
+            RuntimeKind::Crio => "crio",
+        }
+    }
+
+    /// Whether the runtime serves GetContainerEvents (containerd 1.6 does not).
+    pub fn serves_events(self) -> bool {
+        self != RuntimeKind::Containerd1
+    }
+
     /// Whether the runtime answers RuntimeConfig (containerd 1.6 does not).
     pub fn reports_cgroup_driver(self) -> bool {
         self != RuntimeKind::Containerd1

@@ -12,6 +12,13 @@
 #                 with 100 pods without probes, then 100 pods each probed by
 #                 httpGet every 1 s and exec every 10 s (CRILET_BENCH_PODS,
 #                 CRILET_BENCH_WINDOW_SECS).
+#   events        container exit -> restart created/started with container
+#                 events and with relist (--feature-gates EventedPLEG=false),
+#                 20 pods each; crilet's idle CPU with 100 pods in both modes
+#                 (CRILET_BENCH_EVENT_PODS, CRILET_BENCH_PODS,
+#                 CRILET_BENCH_WINDOW_SECS, default 120). On containerd 1.6,
+#                 which has no events, both modes relist; point
+#                 CRILET_BENCH_ENDPOINT at containerd 2 or CRI-O to compare.
 # Usage: scripts/bench.sh [ITERATIONS]   (default 20 for cri_sequence, 10 for agent_start)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -35,3 +42,4 @@ cargo bench --quiet --bench mirror_start
 cargo bench --quiet --bench stats_api
 cargo bench --quiet --bench gc_select
 cargo bench --quiet --bench probes
+cargo bench --quiet --bench events

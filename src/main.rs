@@ -286,6 +286,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         cgroup_fs: std::path::PathBuf::from(CGROUP_ROOT),
         manifest_url,
         probe_recorder: Some(probe_recorder),
+        container_events: settings.evented_pleg,
     };
     let runtime_version = format!("{}://{}", version.runtime_name, version.runtime_version);
     let node_name = agent.node.node_name.clone();

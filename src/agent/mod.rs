@@ -1,5 +1,7 @@
 //! `crilet run`: sources → merge → pod manager → one worker per pod, plus
-//! the relist that wakes workers when the runtime changes under them.
+//! the PLEG (`pleg`: container events, and the relist as their safety net
+//! or in their place) that wakes workers when the runtime changes under
+//! them.
 //!
 //! Invariant: the sync loop is the only writer of the merged config, the
 //! pod manager and the worker map; readers get `Arc` snapshots of the
@@ -14,15 +16,17 @@
 pub mod cgroup;
 pub mod cgroup_driver;
 pub mod config;
+pub mod container_events;
 pub mod container_gc;
 pub mod hostpath;
 pub mod node;
 pub mod observe;
+mod pleg;
 pub mod prober;
 pub mod termination;
 pub mod worker;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,18 +39,15 @@ use crate::config::http::UrlSource;
 use crate::config::merge::PodConfig;
 use crate::cri::Runtime;
 use crate::kuberuntime::mapping::NodeContext;
-use crate::kuberuntime::observe::RuntimePodSummary;
 use crate::pod::manager::PodManager;
 use crate::pod::view::AgentView;
 use crate::pod::view::StatusCache;
 use crate::pod::{self, Pod};
-use observe::observe_all;
+use pleg::PlegState;
 use prober::handlers::Handlers;
 use prober::manager::{ProbeRecorder, ProberContext};
 use worker::{PodWork, WorkerContext, WorkerDone, WorkerHandle};
 
-/// How often the runtime is listed for changes (containerd 1.6 has no events).
-pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
 /// How often every worker re-checks its pod even when nothing changed.
 pub const RESYNC_PERIOD: Duration = Duration::from_secs(60);
 
@@ -74,6 +75,9 @@ pub struct Agent {
     pub manifest_url: Option<UrlSource>,
     /// Where probe runs are counted (the `/metrics` registry), if anywhere.
     pub probe_recorder: Option<Arc<dyn ProbeRecorder>>,
+    /// Follow the runtime's container events where it serves them
+    /// (`EventedPLEG`); otherwise relist every second.
+    pub container_events: bool,
 }
 
 impl Agent {
@@ -133,18 +137,20 @@ impl Agent {
             cancel.clone(),
         ));
         let (mirrors_tx, mirrors_rx) = mpsc::channel(16);
-        let sync = SyncLoop {
-            config: PodConfig::new(sources.iter().copied()),
-            manager: PodManager::new(),
-            workers: HashMap::new(),
-            terminating: HashMap::new(),
-            waiting_for_name: HashMap::new(),
-            last_relist: BTreeMap::new(),
-            relist_failing: false,
+        let events = self.container_events.then(|| {
+            container_events::spawn(
+                self.runtime.clone(),
+                container_events::EVENT_BUFFER,
+                cancel.clone(),
+            )
+        });
+        let sync = SyncLoop::new(
+            PodConfig::new(sources.iter().copied()),
             ctx,
-            cancel: cancel.clone(),
+            events,
+            cancel.clone(),
             view_tx,
-        };
+        );
         let join = tokio::spawn(sync.run(sets_rx, done_rx, mirrors_rx));
         (
             AgentHandles {
@@ -168,22 +174,40 @@ struct SyncLoop {
     /// (an edited manifest): full name → UID. Two pods of one name never run
     /// at once, so a host port or a lock file is free when the new one starts.
     waiting_for_name: HashMap<String, String>,
-    last_relist: BTreeMap<String, RuntimePodSummary>,
-    relist_failing: bool,
+    /// The relist and the container events.
+    pleg: PlegState,
     ctx: Arc<WorkerContext>,
     cancel: CancellationToken,
     view_tx: watch::Sender<Arc<AgentView>>,
 }
 
 impl SyncLoop {
+    fn new(
+        config: PodConfig,
+        ctx: Arc<WorkerContext>,
+        events: Option<tokio::sync::broadcast::Receiver<container_events::StreamMessage>>,
+        cancel: CancellationToken,
+        view_tx: watch::Sender<Arc<AgentView>>,
+    ) -> Self {
+        SyncLoop {
+            config,
+            manager: PodManager::new(),
+            workers: HashMap::new(),
+            terminating: HashMap::new(),
+            waiting_for_name: HashMap::new(),
+            pleg: PlegState::new(events),
+            ctx,
+            cancel,
+            view_tx,
+        }
+    }
+
     async fn run(
         mut self,
         mut sets: mpsc::Receiver<SourceSet>,
         mut done: mpsc::UnboundedReceiver<WorkerDone>,
         mut mirrors: mpsc::Receiver<Vec<Pod>>,
     ) {
-        let mut relist = tokio::time::interval(RELIST_PERIOD);
-        relist.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut resync = tokio::time::interval(RESYNC_PERIOD);
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut sources_open = true;
@@ -199,7 +223,9 @@ impl SyncLoop {
                 },
                 Some(d) = done.recv() => self.handle_done(d),
                 Some(m) = mirrors.recv() => self.handle_mirrors(m),
-                _ = relist.tick() => self.relist().await,
+                _ = tokio::time::sleep_until(self.pleg.next_relist) => self.relist().await,
+                msg = pleg::next_message(&mut self.pleg.events) => self.on_stream(msg),
+                _ = sleep_until_some(self.pleg.confirm_at) => self.confirm_missed(),
                 _ = resync.tick() => self.workers.values().for_each(WorkerHandle::wake),
             }
         }
@@ -300,59 +326,12 @@ impl SyncLoop {
         let h = worker::spawn(self.ctx.clone(), work, self.cancel.child_token());
         self.workers.insert(uid, h);
     }
+}
 
-    /// Wakes the workers of pods whose runtime objects changed, and
-    /// terminates kubelet-labelled pods that no source wants once every
-    /// source has reported.
-    async fn relist(&mut self) {
-        let all = match observe_all(self.ctx.runtime.as_ref()).await {
-            Ok(all) => {
-                if self.relist_failing {
-                    tracing::info!("runtime answers again");
-                    self.relist_failing = false;
-                }
-                all
-            }
-            Err(e) => {
-                if !self.relist_failing {
-                    tracing::error!(error = %e, "cannot list the runtime's pods; retrying every second");
-                    self.relist_failing = true;
-                }
-                return;
-            }
-        };
-        let mut orphans_found = false;
-        let unseen = self.config.unseen_sources();
-        for (uid, summary) in &all {
-            if let Some(h) = self.workers.get(uid) {
-                if self.last_relist.get(uid) != Some(summary) {
-                    h.wake();
-                }
-                continue;
-            }
-            let wanted = self.manager.get_pod_by_uid(uid).is_some();
-            // A source that has not reported yet may still want its pods.
-            let may_delete = unseen.allows_deletion(summary.source.as_deref());
-            if !wanted && may_delete && !self.terminating.contains_key(uid) {
-                tracing::info!(uid, pod = %summary.full_name, "runtime pod that no source wants; removing it");
-                self.terminating
-                    .insert(uid.clone(), summary.full_name.clone());
-                orphans_found = true;
-                self.dispatch(
-                    uid.clone(),
-                    PodWork::Terminate {
-                        uid: uid.clone(),
-                        full_name: summary.full_name.clone(),
-                        pod: None,
-                    },
-                );
-            }
-        }
-        self.last_relist = all;
-        // Only orphans change the view here; publishing every second would
-        // clone the pod manager and wake the mirror reconcile for nothing.
-        if orphans_found {
-            self.publish();
-        }
+/// Sleeps until `at`; forever when there is nothing to wait for.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

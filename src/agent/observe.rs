@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::cri::{ContainerFilter, PodSandboxFilter, Result, Runtime};
 use crate::kuberuntime::observe::{Observation, RuntimePodSummary, by_uid, newest_two, summarize};
+use crate::kuberuntime::pleg::RelistSnapshot;
 
 /// Reads the runtime objects of the pod with `uid`.
 pub async fn observe_pod(rt: &dyn Runtime, uid: &str) -> Result<Observation> {
@@ -41,11 +42,17 @@ pub async fn observe_pod(rt: &dyn Runtime, uid: &str) -> Result<Observation> {
     Ok(obs)
 }
 
-/// Lists all sandboxes and containers once and groups them by pod UID.
-pub async fn observe_all(rt: &dyn Runtime) -> Result<BTreeMap<String, RuntimePodSummary>> {
+/// Lists all sandboxes and containers once (the relist): grouped by pod
+/// UID, and as the PLEG's snapshot of which object is whose.
+pub async fn observe_all(
+    rt: &dyn Runtime,
+) -> Result<(BTreeMap<String, RuntimePodSummary>, RelistSnapshot)> {
     let sandboxes = rt.list_pod_sandbox(&PodSandboxFilter::default()).await?;
     let containers = rt.list_containers(&ContainerFilter::default()).await?;
-    Ok(summarize(&sandboxes, &containers))
+    Ok((
+        summarize(&sandboxes, &containers),
+        RelistSnapshot::new(&sandboxes, &containers),
+    ))
 }
 
 #[cfg(test)]
@@ -132,7 +139,8 @@ mod tests {
         assert_eq!(plan_input.containers[0].restart_count, 2);
         assert_eq!(plan_input.containers[0].exit_code, 1);
 
-        let all = observe_all(&rt).await.unwrap();
+        let (all, snapshot) = observe_all(&rt).await.unwrap();
+        assert_eq!(snapshot.uid_of(&id), Some("u1"));
         assert_eq!(all.len(), 2);
         assert!(all["u1"].active);
         assert_eq!(all["u1"].full_name, "p_default");
@@ -141,7 +149,7 @@ mod tests {
         assert_eq!(all["u2"].source.as_deref(), Some("http"));
         let before = all["u1"].fingerprint.clone();
         rt.stop_pod_sandbox(&id).await.unwrap();
-        let all = observe_all(&rt).await.unwrap();
+        let (all, _) = observe_all(&rt).await.unwrap();
         assert_ne!(all["u1"].fingerprint, before);
         assert!(!all["u1"].active);
     }

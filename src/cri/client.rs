@@ -236,6 +236,33 @@ impl Runtime for CriRuntime {
             .filter(|s| !s.is_empty()))
     }
 
+    async fn get_container_events(&self) -> Result<ContainerEventStream> {
+        use futures::StreamExt;
+        // No deadline: the call lasts as long as the subscription, and a Go
+        // runtime sends its response headers only with its first event.
+        // Not reported to the observer either: its duration means nothing.
+        let mut client = self.runtime.clone();
+        let rpc_error = |status| RuntimeError::Rpc {
+            endpoint: self.endpoint.to_string(),
+            op: "GetContainerEvents",
+            status,
+        };
+        let stream = client
+            .get_container_events(pb::GetEventsRequest {})
+            .await
+            .map_err(rpc_error)?
+            .into_inner();
+        let endpoint = self.endpoint.to_string();
+        let broken = move |status| RuntimeError::StreamBroken {
+            endpoint: endpoint.clone(),
+            op: "GetContainerEvents",
+            status,
+        };
+        Ok(stream
+            .map(move |item| item.map(container_event_from).map_err(&broken))
+            .boxed())
+    }
+
     async fn run_pod_sandbox(&self, config: &PodSandboxConfig) -> Result<String> {
         let r = rpc!(
             self,

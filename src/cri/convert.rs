@@ -506,37 +506,27 @@ pub(super) fn cgroup_driver_from(d: pb::CgroupDriver) -> CgroupDriver {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn images_carry_the_user_specified_name() {
-        let spec = image_spec("docker.io/library/busybox:latest");
-        assert_eq!(spec.image, "docker.io/library/busybox:latest");
-        assert_eq!(spec.user_specified_image, spec.image);
-        let config = container_config_to(&ContainerConfig {
-            image: "registry.k8s.io/etcd:3.5.15-0".into(),
-            ..Default::default()
-        });
-        let image = config.image.expect("an image spec");
-        assert_eq!(image.user_specified_image, "registry.k8s.io/etcd:3.5.15-0");
-    }
-
-    #[test]
-    fn cgroup_drivers_follow_the_wire_numbers() {
-        // SYSTEMD is 0: an answer with `linux` but no driver means systemd.
-        let default = pb::LinuxRuntimeConfiguration::default();
-        assert_eq!(
-            cgroup_driver_from(default.cgroup_driver()),
-            CgroupDriver::Systemd
-        );
-        let cgroupfs = pb::LinuxRuntimeConfiguration {
-            cgroup_driver: pb::CgroupDriver::Cgroupfs as i32,
-        };
-        assert_eq!(
-            cgroup_driver_from(cgroupfs.cgroup_driver()),
-            CgroupDriver::Cgroupfs
-        );
+pub(super) fn container_event_from(e: pb::ContainerEventResponse) -> ContainerEvent {
+    let event_type = match pb::ContainerEventType::try_from(e.container_event_type) {
+        Ok(pb::ContainerEventType::ContainerCreatedEvent) => ContainerEventType::Created,
+        Ok(pb::ContainerEventType::ContainerStartedEvent) => ContainerEventType::Started,
+        Ok(pb::ContainerEventType::ContainerStoppedEvent) => ContainerEventType::Stopped,
+        Ok(pb::ContainerEventType::ContainerDeletedEvent) => ContainerEventType::Deleted,
+        Err(_) => ContainerEventType::Unknown(e.container_event_type),
+    };
+    let non_empty = |s: String| Some(s).filter(|s| !s.is_empty());
+    let sandbox = e.pod_sandbox_status;
+    ContainerEvent {
+        container_id: e.container_id,
+        event_type,
+        created_at: e.created_at,
+        pod_sandbox_id: sandbox.as_ref().and_then(|s| non_empty(s.id.clone())),
+        pod_uid: sandbox
+            .and_then(|s| s.metadata)
+            .and_then(|m| non_empty(m.uid)),
     }
 }
+
+#[cfg(test)]
+#[path = "convert_tests.rs"]
+mod tests;

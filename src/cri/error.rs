@@ -19,6 +19,16 @@ pub enum RuntimeError {
         status: tonic::Status,
     },
 
+    /// A stream the runtime had opened failed (it restarted, say). No hint
+    /// about the endpoint: it did speak CRI.
+    #[error("{op} on {endpoint}: the stream broke: {}", describe_cause(.status))]
+    StreamBroken {
+        endpoint: String,
+        op: &'static str,
+        #[source]
+        status: tonic::Status,
+    },
+
     /// No answer before the call's deadline.
     #[error("{op} on {endpoint}: no answer within {timeout:?} (is the endpoint a CRI runtime?)")]
     DeadlineExceeded {
@@ -38,17 +48,24 @@ pub enum RuntimeError {
     /// A fake or a caller-side check refused the request.
     #[error("{op}: {message}")]
     Refused { op: &'static str, message: String },
+
+    /// The `Runtime` implementation has no such call (the trait's default).
+    #[error("{op}: not implemented by this runtime")]
+    Unsupported { op: &'static str },
 }
 
 impl RuntimeError {
     /// The gRPC code, as the runtime (or the transport) reported it.
     pub fn code(&self) -> tonic::Code {
         match self {
-            RuntimeError::Rpc { status, .. } => status.code(),
+            RuntimeError::Rpc { status, .. } | RuntimeError::StreamBroken { status, .. } => {
+                status.code()
+            }
             RuntimeError::DeadlineExceeded { .. } => tonic::Code::DeadlineExceeded,
             RuntimeError::InvalidEndpoint { .. } => tonic::Code::InvalidArgument,
             RuntimeError::Malformed { .. } => tonic::Code::Internal,
             RuntimeError::Refused { .. } => tonic::Code::FailedPrecondition,
+            RuntimeError::Unsupported { .. } => tonic::Code::Unimplemented,
         }
     }
 
@@ -70,24 +87,7 @@ const TRANSPORT_PREFIXES: [&str; 4] = [
 /// source chain, not in the message, so the innermost cause is appended
 /// here: "connection refused" or "No such file" must reach the operator.
 fn describe_status(status: &tonic::Status) -> String {
-    let mut line = format!("{:?}", status.code());
-    if !status.message().is_empty() {
-        line.push_str(": ");
-        line.push_str(status.message());
-    }
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
-    let mut last = None;
-    while let Some(err) = cause {
-        last = Some(err);
-        cause = err.source();
-    }
-    if let Some(root) = last {
-        let root = root.to_string();
-        if !line.contains(&root) {
-            line.push_str(": ");
-            line.push_str(&root);
-        }
-    }
+    let mut line = describe_cause(status);
     // A peer that is not a gRPC server either answers garbage to the HTTP/2
     // preface or hangs up on it, depending on timing: say so in both cases.
     // A status the runtime itself sent (CRI-O's "write child: broken pipe"
@@ -107,6 +107,29 @@ fn describe_status(status: &tonic::Status) -> String {
         .any(|s| lower.contains(s))
     {
         line.push_str(" (the endpoint hung up; is it a CRI runtime socket?)");
+    }
+    line
+}
+
+/// The code, the message and the innermost transport cause of a status.
+fn describe_cause(status: &tonic::Status) -> String {
+    let mut line = format!("{:?}", status.code());
+    if !status.message().is_empty() {
+        line.push_str(": ");
+        line.push_str(status.message());
+    }
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
+    let mut last = None;
+    while let Some(err) = cause {
+        last = Some(err);
+        cause = err.source();
+    }
+    if let Some(root) = last {
+        let root = root.to_string();
+        if !line.contains(&root) {
+            line.push_str(": ");
+            line.push_str(&root);
+        }
     }
     line
 }
@@ -200,5 +223,21 @@ mod tests {
         };
         assert_eq!(err.code(), tonic::Code::DeadlineExceeded);
         assert!(err.to_string().contains("no answer within 2s"));
+    }
+
+    #[test]
+    fn a_broken_stream_names_its_cause_without_the_endpoint_hint() {
+        let err = RuntimeError::StreamBroken {
+            endpoint: "unix:///x".into(),
+            op: "GetContainerEvents",
+            status: tonic::Status::unknown(
+                "h2 protocol error: stream closed because of a broken pipe",
+            ),
+        };
+        assert_eq!(
+            err.to_string(),
+            "GetContainerEvents on unix:///x: the stream broke: Unknown: h2 protocol error: stream closed because of a broken pipe"
+        );
+        assert_eq!(err.code(), tonic::Code::Unknown);
     }
 }

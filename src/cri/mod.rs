@@ -24,6 +24,10 @@ use std::time::Duration;
 
 pub type Result<T> = std::result::Result<T, RuntimeError>;
 
+/// The GetContainerEvents stream: events until the runtime ends it (then
+/// an error, or the end of the stream).
+pub type ContainerEventStream = futures::stream::BoxStream<'static, Result<ContainerEvent>>;
+
 /// The CRI RuntimeService and ImageService, in domain types.
 ///
 /// Semantics follow CRI: Remove* of an unknown id succeeds; status calls of
@@ -42,6 +46,18 @@ pub trait Runtime: Send + Sync {
     /// tells (containerd reports `config.sandboxImage`); `None` otherwise.
     async fn sandbox_image(&self) -> Result<Option<String>> {
         Ok(None)
+    }
+    /// Subscribes to the runtime's container events (CRI
+    /// GetContainerEvents). Resolves when the runtime answers the call:
+    /// runtimes in Go send nothing, headers included, before their first
+    /// event, so on a quiet node this waits. There is no deadline: the
+    /// stream lives until the runtime or the caller ends it. A runtime
+    /// without the call fails with code Unimplemented (containerd 1.6, and
+    /// this default).
+    async fn get_container_events(&self) -> Result<ContainerEventStream> {
+        Err(RuntimeError::Unsupported {
+            op: "GetContainerEvents",
+        })
     }
 
     /// Creates and starts a sandbox; returns its id.

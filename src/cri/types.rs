@@ -483,3 +483,36 @@ pub struct ImageFsInfo {
     pub image_filesystems: Vec<FilesystemUsage>,
     pub container_filesystems: Vec<FilesystemUsage>,
 }
+
+/// What a container event reports (CRI `ContainerEventType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ContainerEventType {
+    Created,
+    Started,
+    Stopped,
+    Deleted,
+    /// A value this crilet does not know (a newer CRI).
+    Unknown(i32),
+}
+
+/// One entry of the GetContainerEvents stream. Only a hint that something
+/// changed: crilet re-reads the pod rather than trusting the payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerEvent {
+    /// The container, or the sandbox itself for a sandbox event
+    /// (containerd 2 and CRI-O report sandboxes too).
+    pub container_id: String,
+    pub event_type: ContainerEventType,
+    pub created_at: i64,
+    /// The container's sandbox, when the runtime sends its status.
+    pub pod_sandbox_id: Option<String>,
+    /// The pod UID from the sandbox metadata, when the runtime sends it.
+    pub pod_uid: Option<String>,
+}
+
+impl ContainerEvent {
+    /// True when the event is about the sandbox rather than a container.
+    pub fn is_sandbox(&self) -> bool {
+        self.pod_sandbox_id.as_deref() == Some(self.container_id.as_str())
+    }
+}

@@ -1,7 +1,8 @@
 //! The kubelet's pod semantics over CRI (the kubelet's own name for this
 //! layer): labels, the Pod -> CRI mapping, the plan, crash back-off, pod
 //! status, termination messages, reading observations, dead-container
-//! selection, and the pure half of probes and lifecycle hooks (`prober`).
+//! selection, the PLEG's decisions (events or relist), and the pure half
+//! of probes and lifecycle hooks (`prober`).
 //!
 //! Invariant: pure functions over domain types. No tokio tasks, no
 //! filesystem, no network; imports only `cri` (types), `pod` and `units`.
@@ -13,6 +14,7 @@ pub mod labels;
 pub mod mapping;
 pub mod observe;
 pub mod plan;
+pub mod pleg;
 pub mod prober;
 pub mod status;
 pub mod termination;

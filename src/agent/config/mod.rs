@@ -2,6 +2,7 @@
 //! This file is the shared loader; each feature resolves its own fields in a file beside it.
 //! May import `cri`, `units`, `config`, `images::policy` and `stats`; never the rest of `agent`.
 
+mod features;
 mod image_gc;
 mod mirror;
 mod runtime;
@@ -17,6 +18,7 @@ use serde::Deserialize;
 use crate::cri::CgroupDriver;
 use crate::units::parse_duration;
 
+pub use features::{EVENTED_PLEG, FeatureGates, parse_feature_gates};
 pub use runtime::DEFAULT_RUNTIME_REQUEST_TIMEOUT;
 pub use servers::{AuthenticationConfig, ServeSettings, X509Config};
 pub use sources::{DEFAULT_FILE_CHECK_FREQUENCY, DEFAULT_HTTP_CHECK_FREQUENCY, parse_header};
@@ -86,6 +88,10 @@ pub struct RunArgs {
     /// Log format.
     #[arg(long, value_enum)]
     pub log_format: Option<LogFormat>,
+    /// Feature gates, e.g. `EventedPLEG=false` (relist every second
+    /// instead of following the runtime's container events).
+    #[arg(long, value_name = "NAME=BOOL,...", value_parser = parse_feature_gates)]
+    pub feature_gates: Option<FeatureGates>,
     /// Kubeconfig with the node's credentials: register the Node and keep
     /// mirror pods on the API server. Without it crilet runs standalone.
     #[arg(long)]
@@ -143,6 +149,8 @@ pub struct ConfigFile {
     pub tls_cert_file: Option<PathBuf>,
     pub tls_private_key_file: Option<PathBuf>,
     pub authentication: Option<AuthenticationConfig>,
+    /// Gate name → enabled, as the KubeletConfiguration field.
+    pub feature_gates: Option<BTreeMap<String, bool>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -168,6 +176,9 @@ pub struct Settings {
     pub cgroup_driver: CgroupDriver,
     pub restrict_oom_score_adj: bool,
     pub log_format: LogFormat,
+    /// Follow container events where the runtime serves them (the
+    /// `EventedPLEG` gate); otherwise relist every second.
+    pub evented_pleg: bool,
     pub kubeconfig: Option<PathBuf>,
     pub image_gc: crate::images::policy::GcPolicy,
     pub serve: ServeSettings,
@@ -251,6 +262,7 @@ pub fn resolve(args: &RunArgs, file: &ConfigFile, origin: &str) -> Result<Settin
             .log_format
             .or(file.logging.as_ref().and_then(|l| l.format))
             .unwrap_or_default(),
+        evented_pleg: features::resolve_gate(args, file, origin, EVENTED_PLEG)?,
         kubeconfig: mirror::resolve_kubeconfig(args),
         image_gc: image_gc::resolve_image_gc(args, file)?,
         serve: servers::resolve_serve(args, file)?,

@@ -227,3 +227,17 @@ fn remove_dirs_takes_the_pod_dir_even_without_a_spec_and_nothing_wider() {
     assert!(!logs.parent().unwrap().exists());
     assert!(root.path().join("pods").exists());
 }
+
+#[tokio::test]
+async fn the_container_log_directory_is_made_before_the_container() {
+    // CRI-O does not make it; containerd does.
+    let root = tempfile::tempdir().unwrap();
+    let rt = fake();
+    let mut w = worker(rt.clone(), root.path());
+    let pod = pod(serde_json::json!({}), serde_json::json!([]));
+    w.sync(&pod).await.unwrap();
+    let id = only_container(&rt).await;
+    let status = rt.container_status(&id).await.unwrap();
+    assert_eq!(status.log_path, "app/0.log");
+    assert!(root.path().join("logs/default_web_u1/app").is_dir());
+}

@@ -1,3 +1,6 @@
+//! The fake against CRI semantics: calls recorded in order, injected
+//! failures, images, exec, RuntimeConfig and the container event streams.
+
 use super::*;
 
 fn sandbox(name: &str) -> PodSandboxConfig {
@@ -128,4 +131,77 @@ async fn runtime_config_answers_cgroupfs_until_told_otherwise() {
     rt.fail_next("RuntimeConfig", tonic::Status::unavailable("down"));
     assert!(rt.runtime_config().await.is_err());
     assert_eq!(rt.ops(), ["RuntimeConfig"; 4]);
+}
+
+#[tokio::test]
+async fn container_events_follow_every_change_once_served() {
+    use futures::StreamExt;
+    let rt = FakeRuntime::new();
+    rt.add_image("busybox:latest", 1);
+    // Off by default, as containerd 1.6.
+    let err = rt.get_container_events().await.err().unwrap();
+    assert_eq!(err.code(), tonic::Code::Unimplemented);
+
+    rt.serve_container_events();
+    let rt = std::sync::Arc::new(rt);
+    let call = tokio::spawn({
+        let rt = rt.clone();
+        async move { rt.get_container_events().await }
+    });
+    // The call waits for the first event, as containerd's and CRI-O's do.
+    while rt.container_event_subscribers() == 0 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!call.is_finished());
+    let sb = sandbox("ev");
+    let id = rt.run_pod_sandbox(&sb).await.unwrap();
+    let cfg = ContainerConfig {
+        image: "busybox:latest".into(),
+        ..Default::default()
+    };
+    let cid = rt.create_container(&id, &cfg, &sb).await.unwrap();
+    rt.start_container(&cid).await.unwrap();
+    rt.exit_container(&cid, 1);
+    // Muted: a lost event.
+    rt.mute_container_events(true);
+    let lost = rt.create_container(&id, &cfg, &sb).await.unwrap();
+    rt.mute_container_events(false);
+    rt.remove_pod_sandbox(&id).await.unwrap();
+
+    let mut events = call.await.unwrap().unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..8 {
+        let e = events.next().await.unwrap().unwrap();
+        assert_eq!(e.pod_uid.as_deref(), Some("uid-ev"));
+        assert_eq!(e.pod_sandbox_id.as_deref(), Some(id.as_str()));
+        let who = if e.is_sandbox() {
+            "sandbox"
+        } else {
+            "container"
+        };
+        seen.push((who, e.event_type, e.container_id));
+    }
+    use ContainerEventType::*;
+    let sbx = |t| ("sandbox", t, id.clone());
+    let ctr = |t, c: &str| ("container", t, c.to_string());
+    assert_eq!(
+        seen,
+        [
+            sbx(Created),
+            sbx(Started),
+            ctr(Created, &cid),
+            ctr(Started, &cid),
+            ctr(Stopped, &cid),
+            ctr(Deleted, &cid),
+            ctr(Deleted, &lost),
+            sbx(Deleted),
+        ]
+    );
+
+    // A runtime restart ends the stream with an error.
+    rt.break_container_events(tonic::Status::unavailable("restarting"));
+    let err = events.next().await.unwrap().unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable);
+    assert!(events.next().await.is_none());
+    assert_eq!(rt.container_event_subscribers(), 0);
 }

@@ -1,0 +1,252 @@
+//! An in-memory `Runtime` for unit tests of the layers above it.
+//!
+//! It keeps sandboxes, containers and images the way CRI describes them,
+//! records every call in order, can be told to fail a given operation, and
+//! streams container events as containerd 2 does (`events`).
+//! Invariant: it never touches the host; time is a counter the test sets.
+//! The state and the test controls live here, the CRI calls in `runtime`.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::*;
+use events::FakeEvents;
+
+mod events;
+mod runtime;
+
+/// One recorded call: the operation name (as in CRI) and its main argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    pub op: &'static str,
+    pub arg: String,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    next_id: u64,
+    now: i64,
+    sandboxes: BTreeMap<String, (PodSandboxConfig, PodSandboxState, i64)>,
+    containers: BTreeMap<String, FakeContainer>,
+    images: BTreeMap<String, Image>,
+    calls: Vec<Call>,
+    failures: HashMap<&'static str, VecDeque<tonic::Status>>,
+    sandbox_image: Option<String>,
+    /// RuntimeConfig's answer once set; unset answers CGROUPFS.
+    runtime_config: Option<Option<CgroupDriver>>,
+    exec_results: VecDeque<ExecSyncResult>,
+    exec_timeouts: Vec<Duration>,
+    stop_timeouts: Vec<(String, Duration)>,
+    events: FakeEvents,
+}
+
+#[derive(Debug, Clone)]
+struct FakeContainer {
+    sandbox_id: String,
+    config: ContainerConfig,
+    state: ContainerState,
+    created_at: i64,
+    started_at: i64,
+    finished_at: i64,
+    exit_code: i32,
+}
+
+#[derive(Debug, Default)]
+pub struct FakeRuntime {
+    state: Mutex<State>,
+}
+
+impl FakeRuntime {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds an image as if it had been pulled; its id is `sha256:<name>`.
+    pub fn add_image(&self, reference: &str, size: u64) -> String {
+        let mut s = self.state.lock().unwrap();
+        let id = format!("sha256:{}", reference.replace([':', '/'], "-"));
+        s.images.insert(
+            id.clone(),
+            Image {
+                id: id.clone(),
+                repo_tags: vec![reference.to_string()],
+                repo_digests: vec![],
+                size,
+                uid: None,
+                username: String::new(),
+                pinned: false,
+            },
+        );
+        id
+    }
+
+    /// What `sandbox_image` answers (default: nothing, like CRI-O).
+    pub fn set_sandbox_image(&self, image: Option<&str>) {
+        self.state.lock().unwrap().sandbox_image = image.map(str::to_string);
+    }
+
+    /// What `runtime_config` answers: a driver, or `None` as for a runtime
+    /// without RuntimeConfig (default: cgroupfs, like containerd 2 and CRI-O).
+    pub fn set_runtime_config(&self, driver: Option<CgroupDriver>) {
+        self.state.lock().unwrap().runtime_config = Some(driver);
+    }
+
+    /// Marks an image as pinned by the runtime.
+    pub fn pin_image(&self, id: &str) {
+        if let Some(i) = self.state.lock().unwrap().images.get_mut(id) {
+            i.pinned = true;
+        }
+    }
+
+    /// The next call of `op` (a CRI method name, e.g. "RunPodSandbox") fails.
+    pub fn fail_next(&self, op: &'static str, status: tonic::Status) {
+        let mut s = self.state.lock().unwrap();
+        s.failures.entry(op).or_default().push_back(status);
+    }
+
+    /// The next ExecSync on a running container answers `result` instead of
+    /// echoing its command (queued, in order).
+    pub fn push_exec_result(&self, result: ExecSyncResult) {
+        self.state.lock().unwrap().exec_results.push_back(result);
+    }
+
+    /// The timeouts ExecSync was called with, in order.
+    pub fn exec_timeouts(&self) -> Vec<Duration> {
+        self.state.lock().unwrap().exec_timeouts.clone()
+    }
+
+    /// StopContainer's (id, timeout) per call, in order.
+    pub fn stop_timeouts(&self) -> Vec<(String, Duration)> {
+        self.state.lock().unwrap().stop_timeouts.clone()
+    }
+
+    /// Marks a running container as exited with `code`.
+    pub fn exit_container(&self, id: &str, code: i32) {
+        let mut s = self.state.lock().unwrap();
+        let now = s.now;
+        if let Some(c) = s.containers.get_mut(id) {
+            c.state = ContainerState::Exited;
+            c.finished_at = now;
+            c.exit_code = code;
+            s.container_event(id, ContainerEventType::Stopped);
+        }
+    }
+
+    /// Sets the fake clock (nanoseconds) used for created/started/finished.
+    pub fn set_now(&self, now: i64) {
+        self.state.lock().unwrap().now = now;
+    }
+
+    /// Every call so far, in order.
+    pub fn calls(&self) -> Vec<Call> {
+        self.state.lock().unwrap().calls.clone()
+    }
+
+    /// The names of the calls so far, in order.
+    pub fn ops(&self) -> Vec<&'static str> {
+        self.state
+            .lock()
+            .unwrap()
+            .calls
+            .iter()
+            .map(|c| c.op)
+            .collect()
+    }
+
+    fn enter(&self, op: &'static str, arg: &str) -> Result<std::sync::MutexGuard<'_, State>> {
+        let mut s = self.state.lock().unwrap();
+        s.calls.push(Call {
+            op,
+            arg: arg.to_string(),
+        });
+        if let Some(status) = s.failures.get_mut(op).and_then(|q| q.pop_front()) {
+            return Err(rpc_error(op, status));
+        }
+        Ok(s)
+    }
+}
+
+fn rpc_error(op: &'static str, status: tonic::Status) -> RuntimeError {
+    let endpoint = "fake://".into();
+    RuntimeError::Rpc {
+        endpoint,
+        op,
+        status,
+    }
+}
+
+fn not_found(op: &'static str, what: &str) -> RuntimeError {
+    rpc_error(op, tonic::Status::not_found(format!("{what} not found")))
+}
+
+/// How a list call's label selector is recorded: `k=v` pairs in order,
+/// empty for an unfiltered list (a relist).
+fn selector_arg(selector: &Labels) -> String {
+    let mut pairs: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    pairs.sort();
+    pairs.join(",")
+}
+
+fn matches(selector: &Labels, labels: &Labels) -> bool {
+    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+impl State {
+    fn new_id(&mut self, prefix: &str) -> String {
+        self.next_id += 1;
+        format!("{prefix}{:016x}", self.next_id)
+    }
+
+    fn resolve_image(&self, image: &str) -> Option<&Image> {
+        self.images
+            .values()
+            .find(|i| i.id == image || i.repo_tags.iter().any(|t| t == image))
+    }
+
+    fn container_stats(&self, id: &str, c: &FakeContainer) -> ContainerStats {
+        ContainerStats {
+            id: id.to_string(),
+            metadata: c.config.metadata.clone(),
+            labels: c.config.labels.clone(),
+            annotations: c.config.annotations.clone(),
+            cpu: Some(CpuUsage {
+                timestamp: self.now,
+                usage_core_nano_seconds: Some(0),
+                usage_nano_cores: None,
+            }),
+            memory: Some(MemoryUsage {
+                timestamp: self.now,
+                working_set_bytes: Some(0),
+                ..Default::default()
+            }),
+            writable_layer: None,
+        }
+    }
+}
+
+fn sandbox_stats(s: &State, id: &str, config: &PodSandboxConfig) -> PodSandboxStats {
+    PodSandboxStats {
+        id: id.to_string(),
+        metadata: config.metadata.clone(),
+        labels: config.labels.clone(),
+        annotations: config.annotations.clone(),
+        cpu: Some(CpuUsage {
+            timestamp: s.now,
+            usage_core_nano_seconds: Some(0),
+            usage_nano_cores: None,
+        }),
+        memory: None,
+        network: None,
+        process_count: Some(1),
+        containers: s
+            .containers
+            .iter()
+            .filter(|(_, c)| c.sandbox_id == id && c.state == ContainerState::Running)
+            .map(|(cid, c)| s.container_stats(cid, c))
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
