@@ -17,8 +17,9 @@
 #                 20 pods each; crilet's idle CPU with 100 pods in both modes
 #                 (CRILET_BENCH_EVENT_PODS, CRILET_BENCH_PODS,
 #                 CRILET_BENCH_WINDOW_SECS, default 120). On containerd 1.6,
-#                 which has no events, both modes relist; point
-#                 CRILET_BENCH_ENDPOINT at containerd 2 or CRI-O to compare.
+#                 which has no events, both modes relist.
+# Then agent_start, stats_api and events again on containerd 2.1 and CRI-O
+# 1.32 (scripts/runtime.sh), and one table of the three runtimes' figures.
 # Usage: scripts/bench.sh [ITERATIONS]   (default 20 for cri_sequence, 10 for agent_start)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -27,9 +28,14 @@ need_toolchain
 
 STATE=${CRILET_BENCH_DIR:-/tmp/crilet-bench}
 export CTRLAB_BRIDGE=criletbench0 CTRLAB_POD_CIDR=10.90.0.0/16 CTRLAB_CGROUP_ROOT=crilet-bench
+LAB_UP=()
 cleanup() {
   local rc=$?
   bash "$ROOT/scripts/containerd-down.sh" "$STATE" --purge || true
+  local entry
+  for entry in "${LAB_UP[@]}"; do
+    bash "$ROOT/scripts/runtime.sh" down "${entry%% *}" "${entry#* }" --purge >/dev/null 2>&1 || true
+  done
   exit $rc
 }
 trap cleanup EXIT
@@ -42,4 +48,36 @@ cargo bench --quiet --bench mirror_start
 cargo bench --quiet --bench stats_api
 cargo bench --quiet --bench gc_select
 cargo bench --quiet --bench probes
-cargo bench --quiet --bench events
+
+# agent_start, stats_api and events on each runtime, then one table of them.
+OUT=$(mktemp -d /tmp/crilet-bench-out.XXXX)
+per_runtime() { # KIND SOCKET
+  CRILET_BENCH_ENDPOINT="unix://$2" CRILET_BENCH_ITERATIONS="${ITER:-10}" \
+    cargo bench --quiet --bench agent_start | tee "$OUT/$1.agent_start"
+  CRILET_BENCH_ENDPOINT="unix://$2" cargo bench --quiet --bench stats_api | tee "$OUT/$1.stats_api"
+  CRILET_BENCH_ENDPOINT="unix://$2" cargo bench --quiet --bench events | tee "$OUT/$1.events"
+}
+ITER=${1:-10}
+per_runtime containerd1 "$SOCK"
+for kind in containerd2 crio; do
+  dir=/tmp/crilet-bench-$kind
+  LAB_UP+=("$kind $dir")
+  sock=$(CTRLAB_BRIDGE=criletbench${#LAB_UP[@]} CTRLAB_POD_CIDR=10.$((120 + ${#LAB_UP[@]})).0.0/16 \
+    CTRLAB_CGROUP_ROOT=crilet-bench bash "$ROOT/scripts/runtime.sh" up "$kind" "$dir")
+  per_runtime "$kind" "$sock"
+  bash "$ROOT/scripts/runtime.sh" down "$kind" "$dir" --purge >/dev/null 2>&1 || true
+done
+pick() { # FILE PATTERN -> the first matching line, squeezed
+  grep -m1 -- "$2" "$1" 2>/dev/null | tr -s ' ' | sed 's/^ //' || true
+}
+echo
+echo "== agent_start, stats_api and events per runtime (one run, same machine) =="
+for kind in containerd1 containerd2 crio; do
+  echo "-- $kind"
+  echo "   agent_start  one pod: $(pick "$OUT/$kind.agent_start" 'ratio of medians')"
+  echo "   agent_start  50 pods idle: $(pick "$OUT/$kind.agent_start" 'CPU  ')"
+  echo "   stats_api    $(pick "$OUT/$kind.stats_api" 'GetPodStats')"
+  echo "   stats_api    $(pick "$OUT/$kind.stats_api" '/stats/summary')"
+  awk '/^ *(events|relist) *\(/{m=$1} /exit -> restart started/{sub(/^ */,""); print "   events       " m ": " $0}' "$OUT/$kind.events"
+  grep -E '^ *(events|relist) +crilet CPU' "$OUT/$kind.events" | sed 's/^ */   idle 100 pods /'
+done
