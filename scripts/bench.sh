@@ -19,7 +19,8 @@
 #                 CRILET_BENCH_WINDOW_SECS, default 120). On containerd 1.6,
 #                 which has no events, both modes relist.
 # Then agent_start, stats_api and events again on containerd 2.1 and CRI-O
-# 1.32 (scripts/runtime.sh), and one table of the three runtimes' figures.
+# 1.32 (scripts/runtime.sh), and one table of the three runtimes' figures
+# (CRILET_BENCH_RUNTIMES_ONLY=1 runs only this part).
 # Usage: scripts/bench.sh [ITERATIONS]   (default 20 for cri_sequence, 10 for agent_start)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -42,12 +43,14 @@ trap cleanup EXIT
 SOCK=$(bash "$ROOT/scripts/containerd-up.sh" "$STATE")
 cargo build --release --quiet
 export CRILET_BENCH_ENDPOINT="unix://$SOCK" CRILET_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/crilet"
-CRILET_BENCH_ITERATIONS="${1:-20}" cargo bench --quiet --bench cri_sequence
-CRILET_BENCH_ITERATIONS="${1:-10}" cargo bench --quiet --bench agent_start
-cargo bench --quiet --bench mirror_start
-cargo bench --quiet --bench stats_api
-cargo bench --quiet --bench gc_select
-cargo bench --quiet --bench probes
+if [ -z "${CRILET_BENCH_RUNTIMES_ONLY:-}" ]; then
+  CRILET_BENCH_ITERATIONS="${1:-20}" cargo bench --quiet --bench cri_sequence
+  CRILET_BENCH_ITERATIONS="${1:-10}" cargo bench --quiet --bench agent_start
+  cargo bench --quiet --bench mirror_start
+  cargo bench --quiet --bench stats_api
+  cargo bench --quiet --bench gc_select
+  cargo bench --quiet --bench probes
+fi
 
 # agent_start, stats_api and events on each runtime, then one table of them.
 OUT=$(mktemp -d /tmp/crilet-bench-out.XXXX)
