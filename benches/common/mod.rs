@@ -86,6 +86,11 @@ pub async fn raw_start(
     container: &ContainerConfig,
 ) -> String {
     let sb = rt.run_pod_sandbox(sandbox).await.expect("RunPodSandbox");
+    // As the kubelet: the container's log directory first (CRI-O needs it).
+    if let Some(dir) = Path::new(&container.log_path).parent() {
+        std::fs::create_dir_all(Path::new(&sandbox.log_directory).join(dir))
+            .expect("container log directory");
+    }
     let ctr = rt
         .create_container(&sb, container, sandbox)
         .await
@@ -96,6 +101,15 @@ pub async fn raw_start(
 
 /// Stops and removes a sandbox and its cgroup.
 pub async fn raw_remove(rt: &dyn Runtime, sandbox_id: &str, cgroup_parent: &str) {
+    // Containers first, as the kubelet: CRI-O's StopPodSandbox waits 30 s
+    // for a PID 1 that ignores SIGTERM.
+    let of_pod = ContainerFilter {
+        pod_sandbox_id: Some(sandbox_id.to_string()),
+        ..Default::default()
+    };
+    for c in rt.list_containers(&of_pod).await.unwrap_or_default() {
+        let _ = rt.stop_container(&c.id, Duration::ZERO).await;
+    }
     rt.stop_pod_sandbox(sandbox_id)
         .await
         .expect("StopPodSandbox");
