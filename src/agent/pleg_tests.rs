@@ -13,18 +13,15 @@ use tokio_util::sync::CancellationToken;
 
 use super::super::RESYNC_PERIOD;
 use super::super::container_events::{self, EVENT_BUFFER};
-use super::super::prober::clock::TokioClock;
 use super::super::prober::handlers::fake::FakeHandlers;
-use super::super::prober::manager::ProberContext;
-use super::super::worker::WorkerContext;
+use super::super::worker::tests::test_context;
 use super::*;
 use crate::config::file::{FILE_SOURCE_NAME, SourceSet};
 use crate::config::merge::{PodConfig, SourcePod};
-use crate::cri::{Container, ContainerFilter, ContainerState, DnsConfig, FakeRuntime, Runtime};
-use crate::kuberuntime::mapping::NodeContext;
+use crate::cri::{Container, ContainerFilter, ContainerState, FakeRuntime, Runtime};
 use crate::kuberuntime::pleg::{EVENTED_RELIST_PERIOD, MISSED_EVENT_GRACE};
 use crate::pod::Pod;
-use crate::pod::view::{AgentView, StatusCache};
+use crate::pod::view::AgentView;
 
 /// Everything the tracing macros write while a test runs (the sync loop
 /// and the workers run on the test's thread).
@@ -92,32 +89,13 @@ async fn start(rt: Arc<FakeRuntime>, events: bool, buffer: usize) -> Harness {
     let root = tempfile::tempdir().unwrap();
     let handlers = Arc::new(FakeHandlers::new());
     let (done_tx, done_rx) = mpsc::unbounded_channel();
-    let ctx = Arc::new(WorkerContext {
-        runtime: rt.clone(),
-        runtime_name: "fake".into(),
-        node: NodeContext {
-            node_name: "node-1".into(),
-            root_dir: root.path().to_path_buf(),
-            cgroup_root: "/".into(),
-            cgroup_driver: crate::cri::CgroupDriver::Cgroupfs,
-            host_dns: DnsConfig::default(),
-            host_ip: "10.0.0.1".into(),
-            memory_capacity: 1 << 30,
-            oom_score_adj_floor: None,
-        },
-        statuses: StatusCache::default(),
-        status_changed: watch::channel(()).0,
-        cgroup_fs: root.path().join("cgroup"),
-        done: done_tx,
-        prober: Arc::new(ProberContext {
-            runner: handlers.clone(),
-            recorder: None,
-            agent_started: jiff::Timestamp::now(),
-            node_ip: "10.0.0.1".into(),
-            clock: Arc::new(TokioClock::new(jiff::Timestamp::now())),
-        }),
-        hooks: handlers,
-    });
+    let ctx = Arc::new(test_context(
+        rt.clone(),
+        root.path(),
+        handlers,
+        done_tx,
+        jiff::Timestamp::now(),
+    ));
     let cancel = CancellationToken::new();
     let events = events.then(|| container_events::spawn(rt.clone(), buffer, cancel.clone()));
     let (view_tx, _) = watch::channel(Arc::new(AgentView::default()));

@@ -563,7 +563,7 @@ fn work_name(w: &PodWork) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 #[cfg(test)]
 mod hooks_tests;

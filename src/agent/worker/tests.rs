@@ -24,7 +24,26 @@ pub(super) fn worker_with(
     handlers: Arc<FakeHandlers>,
 ) -> Worker {
     let (done, _) = mpsc::unbounded_channel();
-    let ctx = WorkerContext {
+    let started = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(24);
+    let ctx = test_context(rt, root, handlers, done, started);
+    Worker::new(
+        Arc::new(ctx),
+        Arc::new(Notify::new()),
+        CancellationToken::new(),
+        CancellationToken::new(),
+    )
+}
+
+/// The context every worker test runs in: the fake runtime, a node under
+/// `root`, and probes and hooks answered by `handlers` on tokio's clock.
+pub(crate) fn test_context(
+    rt: Arc<FakeRuntime>,
+    root: &Path,
+    handlers: Arc<FakeHandlers>,
+    done: mpsc::UnboundedSender<WorkerDone>,
+    agent_started: jiff::Timestamp,
+) -> WorkerContext {
+    WorkerContext {
         runtime: rt,
         runtime_name: "fake".into(),
         node: NodeContext {
@@ -44,18 +63,12 @@ pub(super) fn worker_with(
         prober: Arc::new(ProberContext {
             runner: handlers.clone(),
             recorder: None,
-            agent_started: jiff::Timestamp::now() - jiff::SignedDuration::from_hours(24),
+            agent_started,
             node_ip: "10.0.0.1".into(),
             clock: Arc::new(TokioClock::new(jiff::Timestamp::now())),
         }),
         hooks: handlers,
-    };
-    Worker::new(
-        Arc::new(ctx),
-        Arc::new(Notify::new()),
-        CancellationToken::new(),
-        CancellationToken::new(),
-    )
+    }
 }
 
 pub(super) fn pod(container: serde_json::Value, volumes: serde_json::Value) -> Pod {
