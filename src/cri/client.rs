@@ -439,6 +439,60 @@ impl Runtime for CriRuntime {
         })
     }
 
+    async fn exec(&self, req: &ExecRequest) -> Result<String> {
+        let r = rpc!(
+            self,
+            "Exec",
+            runtime.exec(pb::ExecRequest {
+                container_id: req.container_id.clone(),
+                cmd: req.cmd.clone(),
+                tty: req.tty,
+                stdin: req.stdin,
+                stdout: req.stdout,
+                stderr: req.stderr,
+            })
+        )?;
+        Ok(r.url)
+    }
+
+    async fn attach(&self, req: &AttachRequest) -> Result<String> {
+        let r = rpc!(
+            self,
+            "Attach",
+            runtime.attach(pb::AttachRequest {
+                container_id: req.container_id.clone(),
+                stdin: req.stdin,
+                tty: req.tty,
+                stdout: req.stdout,
+                stderr: req.stderr,
+            })
+        )?;
+        Ok(r.url)
+    }
+
+    async fn port_forward(&self, pod_sandbox_id: &str, ports: &[i32]) -> Result<String> {
+        let r = rpc!(
+            self,
+            "PortForward",
+            runtime.port_forward(pb::PortForwardRequest {
+                pod_sandbox_id: pod_sandbox_id.into(),
+                port: ports.to_vec(),
+            })
+        )?;
+        Ok(r.url)
+    }
+
+    async fn reopen_container_log(&self, id: &str) -> Result<()> {
+        rpc!(
+            self,
+            "ReopenContainerLog",
+            runtime.reopen_container_log(pb::ReopenContainerLogRequest {
+                container_id: id.into()
+            })
+        )?;
+        Ok(())
+    }
+
     async fn container_stats(&self, id: &str) -> Result<ContainerStats> {
         let r = rpc!(
             self,

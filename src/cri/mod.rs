@@ -88,6 +88,17 @@ pub trait Runtime: Send + Sync {
         cmd: &[String],
         timeout: Duration,
     ) -> Result<ExecSyncResult>;
+    /// Prepares a streaming exec (CRI `Exec`); answers the runtime's
+    /// streaming-server URL, which is single-use and short-lived.
+    async fn exec(&self, req: &ExecRequest) -> Result<String>;
+    /// Prepares a streaming attach (CRI `Attach`); answers the URL.
+    async fn attach(&self, req: &AttachRequest) -> Result<String>;
+    /// Prepares port forwarding into a sandbox (CRI `PortForward`);
+    /// answers the URL.
+    async fn port_forward(&self, pod_sandbox_id: &str, ports: &[i32]) -> Result<String>;
+    /// Reopens a container's log file after it was renamed (CRI
+    /// `ReopenContainerLog`).
+    async fn reopen_container_log(&self, id: &str) -> Result<()>;
 
     async fn container_stats(&self, id: &str) -> Result<ContainerStats>;
     async fn list_container_stats(

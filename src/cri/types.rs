@@ -365,6 +365,27 @@ pub struct ContainerFilter {
     pub label_selector: Labels,
 }
 
+/// A streaming exec (CRI `ExecRequest`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecRequest {
+    pub container_id: String,
+    pub cmd: Vec<String>,
+    pub tty: bool,
+    pub stdin: bool,
+    pub stdout: bool,
+    pub stderr: bool,
+}
+
+/// A streaming attach (CRI `AttachRequest`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AttachRequest {
+    pub container_id: String,
+    pub stdin: bool,
+    pub tty: bool,
+    pub stdout: bool,
+    pub stderr: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecSyncResult {
     pub stdout: Vec<u8>,

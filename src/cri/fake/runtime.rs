@@ -303,6 +303,57 @@ impl Runtime for FakeRuntime {
         }
     }
 
+    /// Answers a `fake://` URL naming the container; the fake serves no
+    /// stream.
+    async fn exec(&self, req: &ExecRequest) -> Result<String> {
+        let s = self.enter("Exec", &req.container_id)?;
+        match s.containers.get(&req.container_id) {
+            Some(c) if c.state == ContainerState::Running => {
+                Ok(format!("fake://exec/{}", req.container_id))
+            }
+            Some(_) => Err(rpc_error(
+                "Exec",
+                tonic::Status::failed_precondition("container is not running"),
+            )),
+            None => Err(not_found("Exec", &req.container_id)),
+        }
+    }
+
+    async fn attach(&self, req: &AttachRequest) -> Result<String> {
+        let s = self.enter("Attach", &req.container_id)?;
+        match s.containers.get(&req.container_id) {
+            Some(c) if c.state == ContainerState::Running => {
+                Ok(format!("fake://attach/{}", req.container_id))
+            }
+            Some(_) => Err(rpc_error(
+                "Attach",
+                tonic::Status::failed_precondition("container is not running"),
+            )),
+            None => Err(not_found("Attach", &req.container_id)),
+        }
+    }
+
+    async fn port_forward(&self, pod_sandbox_id: &str, _ports: &[i32]) -> Result<String> {
+        let s = self.enter("PortForward", pod_sandbox_id)?;
+        if s.sandboxes.contains_key(pod_sandbox_id) {
+            Ok(format!("fake://portforward/{pod_sandbox_id}"))
+        } else {
+            Err(not_found("PortForward", pod_sandbox_id))
+        }
+    }
+
+    async fn reopen_container_log(&self, id: &str) -> Result<()> {
+        let s = self.enter("ReopenContainerLog", id)?;
+        match s.containers.get(id) {
+            Some(c) if c.state == ContainerState::Running => Ok(()),
+            Some(_) => Err(rpc_error(
+                "ReopenContainerLog",
+                tonic::Status::failed_precondition("container is not running"),
+            )),
+            None => Err(not_found("ReopenContainerLog", id)),
+        }
+    }
+
     async fn container_stats(&self, id: &str) -> Result<ContainerStats> {
         let s = self.enter("ContainerStats", id)?;
         let c = s
