@@ -4,7 +4,7 @@
 # exits 1 if there is one. Layers, top first.
 set -euo pipefail
 cd "$(dirname "$0")/../src"
-LAYERS=(cli agent stats mirror images config kuberuntime cri pod units)
+LAYERS=(cli server agent stats logs mirror images config kuberuntime cri pod units)
 rank() {
   local i
   for i in "${!LAYERS[@]}"; do [[ ${LAYERS[$i]} == "$1" ]] && { echo "$i"; return; }; done
