@@ -8,7 +8,7 @@ use hyper_util::rt::TokioIo;
 use tonic::transport::{Channel, Uri};
 
 use crate::api::stats::v1 as pb;
-use crate::stats::lookup::PodRef;
+use crate::pod::lookup::PodRef;
 use crate::units::human_bytes;
 use pb::stats_client::StatsClient;
 
@@ -29,7 +29,7 @@ pub enum ClientError {
     #[error("{0}")]
     Status(String),
     #[error(transparent)]
-    Ref(#[from] crate::stats::lookup::LookupError),
+    Ref(#[from] crate::pod::lookup::LookupError),
 }
 
 impl From<tonic::Status> for ClientError {

@@ -6,6 +6,7 @@
 //! The ground floor: imports nothing from the crate but `units`.
 
 pub mod defaults;
+pub mod lookup;
 pub mod manager;
 pub mod model;
 mod probe_validation;

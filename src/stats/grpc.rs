@@ -13,9 +13,9 @@ use tonic::{Request, Response, Status};
 
 use super::StatsSources;
 use super::images_api::ImagesApi;
-use super::lookup::{LookupError, PodRef, ResolvedPod, resolve};
 use super::reply;
 use crate::api::stats::v1 as pb;
+use crate::pod::lookup::{LookupError, PodRef, ResolvedPod, resolve};
 use pb::images_server::ImagesServer;
 use pb::stats_server::{Stats, StatsServer};
 

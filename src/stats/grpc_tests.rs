@@ -18,7 +18,7 @@ const STATIC: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const MIRROR: &str = "11111111-2222-3333-4444-555555555555";
 
 fn pod(uid: &str, annotations: &[(&str, &str)]) -> Pod {
-    let mut p = crate::stats::lookup::tests::pod("web-n1", uid, annotations);
+    let mut p = crate::pod::lookup::tests::pod("web-n1", uid, annotations);
     p.spec = Some(PodSpec {
         containers: vec![k8s_openapi::api::core::v1::Container {
             name: "app".into(),

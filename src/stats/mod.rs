@@ -12,7 +12,6 @@ pub mod grpc;
 pub mod host;
 pub mod http;
 pub mod images_api;
-pub mod lookup;
 pub mod metrics;
 pub mod reply;
 pub mod types;

@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use k8s_openapi::api::core::v1::PodStatus;
 
 use super::assemble::Sample;
-use super::lookup::ResolvedPod;
 use super::types::{self, Summary};
 use crate::api::stats::v1 as pb;
+use crate::pod::lookup::ResolvedPod;
 use crate::pod::manager::PodManager;
 use crate::pod::{self, Pod};
 

@@ -1,6 +1,8 @@
 //! Finds a managed pod from whatever a client holds: its static UID, its
 //! mirror pod's UID, or namespace + name. Every public lookup goes through
 //! here, and so through the pod manager's mirror-to-static translation.
+//! Pure: it reads a pod manager snapshot, so the stats API, the kubelet
+//! server and the log reader all resolve pods the same way.
 
 use std::sync::Arc;
 
