@@ -4,6 +4,7 @@
 
 mod features;
 mod image_gc;
+mod kubelet_server;
 mod mirror;
 mod runtime;
 mod servers;
@@ -19,6 +20,10 @@ use crate::cri::CgroupDriver;
 use crate::units::parse_duration;
 
 pub use features::{EVENTED_PLEG, FeatureGates, parse_feature_gates};
+pub use kubelet_server::{
+    AuthorizationConfig, AuthorizationMode, DEFAULT_PORT as DEFAULT_KUBELET_PORT,
+    KubeletServerSettings,
+};
 pub use runtime::DEFAULT_RUNTIME_REQUEST_TIMEOUT;
 pub use servers::{AuthenticationConfig, ServeSettings, X509Config};
 pub use sources::{DEFAULT_FILE_CHECK_FREQUENCY, DEFAULT_HTTP_CHECK_FREQUENCY, parse_header};
@@ -113,15 +118,45 @@ pub struct RunArgs {
     /// --tls-cert-file and --tls-private-key-file).
     #[arg(long)]
     pub grpc_address: Option<String>,
-    /// PEM certificate (chain) of the TCP gRPC listener.
+    /// PEM certificate (chain) of the kubelet server and the TCP gRPC
+    /// listener. Without it the kubelet server uses a self-signed one
+    /// under <root-dir>/pki/.
     #[arg(long)]
     pub tls_cert_file: Option<PathBuf>,
-    /// PEM private key of the TCP gRPC listener.
+    /// PEM private key of --tls-cert-file.
     #[arg(long)]
     pub tls_private_key_file: Option<PathBuf>,
-    /// Require TCP gRPC clients to present a certificate signed by this CA.
+    /// Client certificates signed by this CA authenticate (user = CN,
+    /// groups = O): requested on the kubelet server, required on the TCP
+    /// gRPC listener.
     #[arg(long)]
     pub client_ca_file: Option<PathBuf>,
+    /// The kubelet server's IP address (all interfaces by default).
+    #[arg(long, value_name = "IP")]
+    pub address: Option<String>,
+    /// The kubelet server's HTTPS port (logs, exec, attach, port-forward,
+    /// /pods, /stats, /metrics); 0 turns it off. Default 10250.
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Let requests without credentials through as system:anonymous.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub anonymous_auth: Option<bool>,
+    /// AlwaysAllow or Webhook (SubjectAccessReviews; the default with
+    /// --kubeconfig).
+    #[arg(long, value_enum)]
+    pub authorization_mode: Option<AuthorizationMode>,
+    /// Check bearer tokens with TokenReviews (default: on with --kubeconfig).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub authentication_token_webhook: Option<bool>,
+    /// How long TokenReview answers are cached (Go duration; default 2m).
+    #[arg(long, value_parser = parse_duration)]
+    pub authentication_token_webhook_cache_ttl: Option<Duration>,
+    /// How long allowed SubjectAccessReview answers are cached (default 5m).
+    #[arg(long, value_parser = parse_duration)]
+    pub authorization_webhook_cache_authorized_ttl: Option<Duration>,
+    /// How long denied SubjectAccessReview answers are cached (default 30s).
+    #[arg(long, value_parser = parse_duration)]
+    pub authorization_webhook_cache_unauthorized_ttl: Option<Duration>,
 }
 
 /// The fields of a KubeletConfiguration that crilet honours.
@@ -149,6 +184,11 @@ pub struct ConfigFile {
     pub tls_cert_file: Option<PathBuf>,
     pub tls_private_key_file: Option<PathBuf>,
     pub authentication: Option<AuthenticationConfig>,
+    pub authorization: Option<AuthorizationConfig>,
+    /// The kubelet server's IP address.
+    pub address: Option<String>,
+    /// The kubelet server's port (0: off).
+    pub port: Option<i64>,
     /// Gate name → enabled, as the KubeletConfiguration field.
     pub feature_gates: Option<BTreeMap<String, bool>>,
 }
@@ -182,6 +222,7 @@ pub struct Settings {
     pub kubeconfig: Option<PathBuf>,
     pub image_gc: crate::images::policy::GcPolicy,
     pub serve: ServeSettings,
+    pub kubelet_server: KubeletServerSettings,
 }
 
 pub const DEFAULT_ROOT_DIR: &str = "/var/lib/crilet";
@@ -266,6 +307,7 @@ pub fn resolve(args: &RunArgs, file: &ConfigFile, origin: &str) -> Result<Settin
         kubeconfig: mirror::resolve_kubeconfig(args),
         image_gc: image_gc::resolve_image_gc(args, file)?,
         serve: servers::resolve_serve(args, file)?,
+        kubelet_server: kubelet_server::resolve_kubelet_server(args, file, origin)?,
     })
 }
 

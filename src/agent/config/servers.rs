@@ -13,6 +13,8 @@ use super::{ConfigError, ConfigFile, RunArgs};
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct AuthenticationConfig {
     pub x509: Option<X509Config>,
+    pub anonymous: Option<super::kubelet_server::AnonymousConfig>,
+    pub webhook: Option<super::kubelet_server::AuthenticationWebhookConfig>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
