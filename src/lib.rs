@@ -10,6 +10,7 @@ pub mod images;
 pub mod kuberuntime;
 pub mod mirror;
 pub mod pod;
+pub mod server;
 pub mod stats;
 pub mod units;
 

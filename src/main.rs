@@ -193,6 +193,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     // Bind the API listeners before anything else, so that a taken socket
     // or port fails the start instead of surfacing later.
     let listeners = stats_server::bind(&settings.serve).await?;
+    let kubelet_listener = crilet::server::start::bind(&settings, &node_name).await?;
     let cancel = tokio_util::sync::CancellationToken::new();
     spawn_signal_handler(cancel.clone());
     let runtime = Arc::new(runtime) as Arc<dyn Runtime>;
@@ -215,7 +216,15 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     );
     metrics.set_image_gc(image_gc.counters());
     let probe_recorder: Arc<dyn crilet::agent::prober::manager::ProbeRecorder> = metrics.clone();
-    let servers = stats_server::spawn(
+    let kubelet_handlers = crilet::server::handlers::Handlers {
+        sources: sources.clone(),
+        http: crilet::stats::http::HttpApi {
+            sources: sources.clone(),
+            metrics: metrics.clone(),
+        },
+        runtime: runtime.clone(),
+    };
+    let mut servers = stats_server::spawn(
         listeners,
         sources,
         Some(crilet::stats::images_api::ImagesApi {
@@ -224,6 +233,18 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         metrics,
         cancel.clone(),
     );
+    if let Some(listener) = kubelet_listener {
+        servers.push(
+            crilet::server::start::spawn(
+                listener,
+                &settings,
+                &node_name,
+                kubelet_handlers,
+                cancel.clone(),
+            )
+            .await?,
+        );
+    }
     let collector = crilet::stats::collector::Collector {
         runtime: Arc::clone(&runtime),
         disk: Arc::new(Statvfs),

@@ -1,8 +1,10 @@
 //! The kubelet-compatible HTTP endpoints (read-only, no authentication, so
 //! bound to loopback unless the operator names another address):
 //! `/stats/summary` (Summary API JSON, `?only_cpu_and_memory=true`),
-//! `/metrics` (Prometheus text), `/healthz` and `/pods` (a v1 PodList of
-//! the static pods with their statuses).
+//! `/metrics` (Prometheus text), `/metrics/probes` (its prober families),
+//! `/healthz` and `/pods` (a v1 PodList of the static pods with their
+//! statuses). The kubelet server (the HTTPS port) answers the same paths
+//! through [`HttpApi::handle`], behind its authentication.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -76,6 +78,11 @@ impl HttpApi {
                 "text/plain; version=0.0.4; charset=utf-8",
                 self.metrics.render(&self.sources),
             ),
+            "/metrics/probes" => respond(
+                StatusCode::OK,
+                "text/plain; version=0.0.4; charset=utf-8",
+                probe_families(&self.metrics.render(&self.sources)),
+            ),
             "/stats/summary" => {
                 let only = query.is_some_and(|q| {
                     q.split('&')
@@ -113,6 +120,21 @@ impl HttpApi {
     }
 }
 
+/// The `prober_probe*` families of a rendered exposition (with its `# EOF`).
+fn probe_families(text: &str) -> String {
+    text.lines()
+        .filter(|l| {
+            let name = l
+                .strip_prefix("# HELP ")
+                .or_else(|| l.strip_prefix("# TYPE "))
+                .or_else(|| l.strip_prefix("# UNIT "))
+                .unwrap_or(l);
+            name.starts_with("prober_probe") || *l == "# EOF"
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
 /// Serves HTTP/1.1 on `listener` until `cancel`.
 pub async fn serve(listener: tokio::net::TcpListener, api: HttpApi, cancel: CancellationToken) {
     loop {
@@ -147,6 +169,15 @@ pub async fn serve(listener: tokio::net::TcpListener, api: HttpApi, cancel: Canc
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_probe_families_are_kept_alone() {
+        let text = "# HELP a_total A.\n# TYPE a_total counter\na_total 1\n# HELP prober_probe_total P.\n# TYPE prober_probe_total counter\nprober_probe_total{x=\"y\"} 2\n# EOF\n";
+        assert_eq!(
+            probe_families(text),
+            "# HELP prober_probe_total P.\n# TYPE prober_probe_total counter\nprober_probe_total{x=\"y\"} 2\n# EOF\n"
+        );
+    }
 
     #[test]
     fn addresses_default_to_loopback() {
