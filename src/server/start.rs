@@ -71,11 +71,7 @@ pub async fn spawn(
     let k = &settings.kubelet_server;
     let webhooks = k.token_webhook || k.authorization_mode == AuthorizationMode::Webhook;
     let reviewer: Option<Arc<dyn Reviewer>> = match (&settings.kubeconfig, webhooks) {
-        (Some(path), true) => Some(Arc::new(
-            KubeReviewer::from_kubeconfig(path)
-                .await
-                .context("the kubelet server's webhooks")?,
-        )),
+        (Some(path), true) => Some(Arc::new(KubeReviewer::from_kubeconfig(path).await?)),
         _ => None,
     };
     let tokens = match (&reviewer, k.token_webhook) {
