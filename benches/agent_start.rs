@@ -94,7 +94,13 @@ struct Agent {
 impl Agent {
     fn start(bin: &Path, endpoint: &str, manifests: &Path, root: &Path) -> Self {
         let child = Command::new(bin)
-            .args(["run", "--container-runtime-endpoint", endpoint])
+            .args([
+                "run",
+                "--port",
+                "0",
+                "--container-runtime-endpoint",
+                endpoint,
+            ])
             .arg("--pod-manifest-path")
             .arg(manifests)
             .args([

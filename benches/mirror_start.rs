@@ -42,7 +42,13 @@ async fn main() {
     std::fs::create_dir_all(&manifests).unwrap();
     let kubeconfig = api.kubeconfig(scratch.path(), NODE);
     let mut child = Command::new(&bin)
-        .args(["run", "--container-runtime-endpoint", &endpoint])
+        .args([
+            "run",
+            "--port",
+            "0",
+            "--container-runtime-endpoint",
+            &endpoint,
+        ])
         .arg("--pod-manifest-path")
         .arg(&manifests)
         .arg("--kubeconfig")

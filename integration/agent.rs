@@ -125,6 +125,7 @@ impl AgentProcess {
             .arg("--socket")
             .arg(self.socket())
             .args(&self.extra_args)
+            .args(crate::support::no_kubelet_port(&self.extra_args))
             .env("CRILET_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

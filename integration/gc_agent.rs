@@ -35,6 +35,7 @@ fn invalid_gc_settings_are_refused_at_start_naming_the_flag() {
                 "unix:///nonexistent/crilet.sock",
             ])
             .args(args)
+            .args(["--port", "0"])
             .stdin(Stdio::null())
             .output()
             .unwrap();
@@ -60,7 +61,7 @@ async fn agent_collects_unused_images_on_its_period() {
     let root = tempfile::tempdir().unwrap();
     let log = root.path().join("crilet.log");
     let mut child = Command::new(env!("CARGO_BIN_EXE_crilet"))
-        .args(["run", "--container-runtime-endpoint"])
+        .args(["run", "--port", "0", "--container-runtime-endpoint"])
         .arg(gc_endpoint())
         .args(["--hostname-override", "gc-node", "--node-ip", "127.0.0.1"])
         .arg("--root-dir")

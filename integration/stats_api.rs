@@ -52,6 +52,7 @@ impl DeadRuntimeAgent {
             .arg(dir.join("crilet.sock"))
             .args(["--hostname-override", "api-node"])
             .args(extra)
+            .args(crate::support::no_kubelet_port(extra))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

@@ -275,10 +275,27 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// Runs the crilet binary: (success, stdout, stderr).
+/// `--port 0` unless `args` name a kubelet server port: the default port
+/// (10250) would make every `crilet run` of the tests clash.
+pub fn no_kubelet_port<S: AsRef<str>>(args: &[S]) -> &'static [&'static str] {
+    let asks = args.iter().any(|a| {
+        let a = a.as_ref();
+        a == "--port" || a.starts_with("--port=")
+    });
+    if asks { &[] } else { &["--port", "0"] }
+}
+
+/// Runs the crilet binary: (success, stdout, stderr). `crilet run` gets
+/// `--port 0` unless it asks for a port.
 pub fn cli(args: &[&str]) -> (bool, String, String) {
+    let port: &[&str] = if args.first() == Some(&"run") {
+        no_kubelet_port(args)
+    } else {
+        &[]
+    };
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_crilet"))
         .args(args)
+        .args(port)
         .output()
         .unwrap();
     (

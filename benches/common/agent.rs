@@ -35,7 +35,13 @@ impl AgentProcess {
     ) -> Self {
         let log = scratch.join(log);
         let child = Command::new(bin)
-            .args(["run", "--container-runtime-endpoint", endpoint])
+            .args([
+                "run",
+                "--port",
+                "0",
+                "--container-runtime-endpoint",
+                endpoint,
+            ])
             .arg("--pod-manifest-path")
             .arg(scratch.join("manifests"))
             .args(["--hostname-override", node, "--node-ip", "127.0.0.1"])
