@@ -220,6 +220,30 @@ impl ApiServer {
         self.shared.lock().token = token;
     }
 
+    /// TokenReviews answer `token` with this user and groups.
+    pub fn add_review_token(&self, token: &str, user: &str, groups: &[&str]) {
+        self.shared.lock().reviews.add_token(token, user, groups);
+    }
+
+    /// SubjectAccessReviews allow `user` `verb` on `nodes/<subresource>`.
+    pub fn grant(&self, user: &str, verb: &str, subresource: &str) {
+        self.shared.lock().reviews.grant(user, verb, subresource);
+    }
+
+    /// How many SubjectAccessReviews were asked.
+    pub fn access_reviews(&self) -> usize {
+        let state = self.shared.lock();
+        let path = crate::apiserver_reviews::ACCESS_REVIEWS;
+        state.requests.iter().filter(|r| r.path == path).count()
+    }
+
+    /// How many TokenReviews were asked.
+    pub fn token_reviews(&self) -> usize {
+        let state = self.shared.lock();
+        let path = crate::apiserver_reviews::TOKEN_REVIEWS;
+        state.requests.iter().filter(|r| r.path == path).count()
+    }
+
     fn all<T: DeserializeOwned>(&self, kind: Kind) -> Vec<T> {
         let state = self.shared.lock();
         let objects = state.objects.iter().filter(|(key, _)| key.0 == kind);
@@ -348,6 +372,16 @@ fn route(shared: &Shared, call: &Call, body: &[u8]) -> Result<Reply, ApiError> {
         && call.authorization != format!("Bearer {token}")
     {
         return Err(ApiError::unauthorized());
+    }
+    let reviews = [
+        crate::apiserver_reviews::TOKEN_REVIEWS,
+        crate::apiserver_reviews::ACCESS_REVIEWS,
+    ];
+    if call.method == "POST"
+        && reviews.contains(&call.path.as_str())
+        && let Some(review) = state.reviews.answer(&call.path, &parse(body)?)
+    {
+        return Ok(Reply::Json(201, review));
     }
     let path: Vec<&str> = call.path.split('/').filter(|s| !s.is_empty()).collect();
     let Some((kind, ns, rest)) = resource_path(&path) else {
@@ -513,6 +547,7 @@ struct State {
     requests: Vec<RequestRecord>,
     token: Option<String>,
     watch_stop: CancellationToken,
+    reviews: crate::apiserver_reviews::Reviews,
 }
 
 enum Verb {
@@ -533,6 +568,7 @@ impl State {
             requests: Vec::new(),
             token: None,
             watch_stop,
+            reviews: Default::default(),
         }
     }
 

@@ -13,6 +13,7 @@
 mod agent;
 mod agent_cases;
 mod apiserver;
+mod apiserver_reviews;
 mod apiserver_tests;
 mod bad_endpoint;
 mod cli;
@@ -23,6 +24,7 @@ mod gc;
 mod gc_agent;
 mod gc_support;
 mod kube;
+mod kubelet_server;
 mod lifecycle;
 mod manifest_server;
 mod mirror;

@@ -215,10 +215,12 @@ impl Handlers {
         let pod = self.find_pod(&c.pod)?;
         let opts = routes::stream_options(req.uri().query().unwrap_or_default(), exec)
             .map_err(route_error)?;
+        let id = self.container_id(&pod, &c.container).await?;
+        // Checked before the runtime is asked: a plain request must not
+        // leave a prepared stream behind.
         if !proxy::is_upgrade(req.headers()) {
             return Err(text(StatusCode::BAD_REQUEST, "Upgrade request required"));
         }
-        let id = self.container_id(&pod, &c.container).await?;
         let url = if exec {
             self.runtime
                 .exec(&ExecRequest {

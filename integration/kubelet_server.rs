@@ -1,0 +1,609 @@
+//! The kubelet server of the real `crilet run`, against the agent tests'
+//! containerd: client certificates from a private CA, the API server
+//! double's TokenReviews and SubjectAccessReviews, and exec, attach,
+//! port-forward and /run through to containerd's streaming server, spoken
+//! to with WebSocket (`v4.channel.k8s.io`) as kubectl does.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::agent::*;
+use crate::apiserver::ApiServer;
+use crate::support::{eventually, free_port};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A CA and the client certificates it signs.
+struct Ca {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+}
+
+impl Ca {
+    fn new(name: &str) -> Ca {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        Ca {
+            issuer: CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap(),
+        }
+    }
+
+    fn pem(&self) -> String {
+        self.issuer.pem()
+    }
+
+    /// (certificate PEM, key PEM) of a client `cn` in groups `orgs`.
+    fn client(&self, cn: &str, orgs: &[&str]) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        for o in orgs {
+            params.distinguished_name.push(DnType::OrganizationName, *o);
+        }
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+}
+
+/// As the kube-apiserver without `--kubelet-certificate-authority`: the
+/// serving certificate is not checked (the handshake signatures are).
+#[derive(Debug)]
+struct AnyServer(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AnyServer {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(m, c, d, &self.0.signature_verification_algorithms)
+    }
+    fn verify_tls13_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(m, c, d, &self.0.signature_verification_algorithms)
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// An HTTPS client of the kubelet server, with an optional client certificate.
+#[derive(Clone)]
+struct Client {
+    port: u16,
+    tls: Arc<ClientConfig>,
+}
+
+type Tls = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
+
+impl Client {
+    fn new(port: u16, identity: Option<&(String, String)>) -> Client {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyServer(provider)));
+        let config = match identity {
+            Some((cert, key)) => {
+                let certs = CertificateDer::pem_slice_iter(cert.as_bytes())
+                    .collect::<Result<Vec<_>, _>>()
+                    .unwrap();
+                let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+                builder.with_client_auth_cert(certs, key).unwrap()
+            }
+            None => builder.with_no_client_auth(),
+        };
+        Client {
+            port,
+            tls: Arc::new(config),
+        }
+    }
+
+    async fn connect(&self) -> Result<Tls, String> {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        let connector = tokio_rustls::TlsConnector::from(self.tls.clone());
+        let name = ServerName::try_from("127.0.0.1").unwrap();
+        connector
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("TLS handshake: {e}"))
+    }
+
+    /// One request: (status, body). An Err is a failed connection or handshake.
+    async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<(u16, String), String> {
+        let tls = self.connect().await?;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+                .await
+                .map_err(|e| format!("HTTP handshake: {e}"))?;
+        tokio::spawn(conn);
+        let mut req = hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", format!("127.0.0.1:{}", self.port));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let answer = sender
+            .send_request(req.body(Empty::<Bytes>::new()).unwrap())
+            .await
+            .map_err(|e| format!("request: {e}"))?;
+        let status = answer.status().as_u16();
+        let body = answer
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("body: {e}"))?
+            .to_bytes();
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    }
+
+    async fn get(&self, path: &str) -> (u16, String) {
+        self.call("GET", path, &[])
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+    }
+
+    /// A WebSocket session (`v4.channel.k8s.io`) on `path`.
+    async fn websocket(&self, path: &str) -> tokio_tungstenite::WebSocketStream<Tls> {
+        let tls = self.connect().await.unwrap();
+        let mut req = format!("wss://127.0.0.1:{}{path}", self.port)
+            .into_client_request()
+            .unwrap();
+        req.headers_mut().insert(
+            "Sec-WebSocket-Protocol",
+            "v4.channel.k8s.io".parse().unwrap(),
+        );
+        let (ws, answer) = tokio_tungstenite::client_async(req, tls)
+            .await
+            .unwrap_or_else(|e| panic!("WebSocket upgrade on {path}: {e}"));
+        assert_eq!(
+            answer
+                .headers()
+                .get("sec-websocket-protocol")
+                .map(|v| v.to_str().unwrap()),
+            Some("v4.channel.k8s.io")
+        );
+        ws
+    }
+}
+
+/// What came back on each channel until the stream closed (or `limit`).
+async fn channels(
+    ws: &mut tokio_tungstenite::WebSocketStream<Tls>,
+    limit: Duration,
+    done: impl Fn(&[Vec<u8>; 5]) -> bool,
+) -> [Vec<u8>; 5] {
+    let mut out: [Vec<u8>; 5] = Default::default();
+    let _ = tokio::time::timeout(limit, async {
+        while let Some(Ok(msg)) = ws.next().await {
+            if let Message::Binary(data) = msg
+                && let Some((&ch, rest)) = data.split_first()
+                && (ch as usize) < out.len()
+            {
+                out[ch as usize].extend_from_slice(rest);
+            }
+            if done(&out) {
+                return;
+            }
+        }
+    })
+    .await;
+    out
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn files(dir: &std::path::Path, ca: &Ca) -> String {
+    let path = dir.join("client-ca.crt");
+    std::fs::write(&path, ca.pem()).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+async fn wait_healthy(client: &Client, agent: &AgentProcess) {
+    let up = eventually(LIMIT, || async {
+        client
+            .call("GET", "/healthz", &[])
+            .await
+            .ok()
+            .filter(|(s, _)| *s == 200)
+    })
+    .await;
+    assert!(
+        up.is_some(),
+        "the kubelet server never answered\n{}",
+        agent.logs()
+    );
+}
+
+const WEB: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: httpd\n    image: docker.io/library/busybox:latest\n    imagePullPolicy: IfNotPresent\n    command: [sh, -c, 'mkdir -p /www && echo hello from web > /www/index.html && exec httpd -f -p 8080 -h /www']\n  - name: ticker\n    image: docker.io/library/busybox:latest\n    imagePullPolicy: IfNotPresent\n    command: [sh, -c, 'while :; do echo tick; sleep 0.3; done']\n";
+
+#[tokio::test]
+#[ignore = "needs the agent tests' containerd (scripts/test.sh)"]
+async fn client_certificates_exec_attach_port_forward_and_run() {
+    let _guard = AGENT_LOCK.lock().await;
+    let rt = agent_runtime();
+    clean_runtime(&rt).await;
+    let pki = tempfile::tempdir().unwrap();
+    let ca = Ca::new("crilet-test-ca");
+    let port = free_port();
+    let agent = AgentProcess::start_with(&[
+        "--port".into(),
+        port.to_string(),
+        "--address".into(),
+        "127.0.0.1".into(),
+        "--client-ca-file".into(),
+        files(pki.path(), &ca),
+    ]);
+    agent.write("web.yaml", WEB);
+    agent.write("sh.yaml", &busybox_pod("sh", "Always", "exec sleep 100000"));
+    let admin = Client::new(
+        port,
+        Some(&ca.client("kube-apiserver-kubelet-client", &["system:masters"])),
+    );
+    wait_healthy(&admin, &agent).await;
+    let v = wait_for(&rt, &agent, "web", LIMIT, "both containers running", |v| {
+        v.running("httpd").is_some() && v.running("ticker").is_some()
+    })
+    .await;
+    let static_uid = v.uid().unwrap();
+    wait_for(&rt, &agent, "sh", LIMIT, "running", |v| {
+        v.running("main").is_some()
+    })
+    .await;
+    // The self-signed certificate was made under the root directory.
+    let pki_dir = agent.root.path().join("pki");
+    assert!(pki_dir.join("kubelet.crt").exists() && pki_dir.join("kubelet.key").exists());
+
+    // Authentication: no certificate is a 401; another CA's fails the handshake.
+    let anonymous = Client::new(port, None);
+    assert_eq!(
+        anonymous.get("/healthz").await,
+        (401, "Unauthorized\n".into())
+    );
+    assert_eq!(anonymous.get("/pods").await.0, 401);
+    let stranger = Client::new(port, Some(&Ca::new("other-ca").client("mallory", &[])));
+    let err = stranger.call("GET", "/healthz", &[]).await.unwrap_err();
+    assert!(
+        err.contains("TLS handshake") || err.contains("request") || err.contains("HTTP handshake"),
+        "a certificate from another CA is refused by TLS: {err}"
+    );
+
+    // Read-only paths.
+    assert_eq!(admin.get("/healthz").await, (200, "ok".into()));
+    let (status, body) = admin.get("/pods").await;
+    assert_eq!(status, 200, "{body}");
+    let pods: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(pods["kind"], "PodList");
+    let names: Vec<&str> = pods["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&agent.pod_name("web").as_str()), "{names:?}");
+    assert_eq!(admin.get("/metrics").await.0, 200);
+    assert_eq!(admin.get("/metrics/probes").await.0, 200);
+
+    // Bad input: each answered with its status and a line naming it.
+    let web = agent.pod_name("web");
+    let cases = [
+        ("GET", "/nope".to_string(), 404, "404 page not found"),
+        (
+            "GET",
+            format!("/exec/default/nobody-{NODE}/main?command=ls&stdout=1"),
+            404,
+            "does not exist",
+        ),
+        (
+            "GET",
+            format!("/exec/default/{web}/nope?command=ls&stdout=1"),
+            404,
+            "nope",
+        ),
+        (
+            "GET",
+            format!("/exec/default/{web}/deadbeef/httpd?command=ls&stdout=1"),
+            404,
+            "no UID deadbeef",
+        ),
+        (
+            "GET",
+            format!("/exec/default/{web}/httpd?command=ls&stdout=1"),
+            400,
+            "Upgrade request required",
+        ),
+        (
+            "GET",
+            format!("/exec/default/{web}/httpd?command=ls"),
+            400,
+            "at least 1 of stdin",
+        ),
+        (
+            "GET",
+            format!("/portForward/default/{web}?port=x"),
+            400,
+            "unable to parse",
+        ),
+        (
+            "GET",
+            format!("/portForward/default/{web}"),
+            400,
+            "Upgrade request required",
+        ),
+        (
+            "GET",
+            format!("/exec/default/{web}/%zz"),
+            400,
+            "percent-encoding",
+        ),
+        (
+            "GET",
+            format!("/run/default/{web}/httpd?cmd=ls"),
+            405,
+            "POST",
+        ),
+        ("POST", format!("/run/default/{web}/httpd"), 400, "cmd"),
+        (
+            "GET",
+            format!("/containerLogs/default/{web}/httpd"),
+            501,
+            "containerLogs",
+        ),
+    ];
+    for (method, path, want, says) in cases {
+        let (status, body) = admin.call(method, &path, &[]).await.unwrap();
+        assert_eq!(status, want, "{method} {path}: {body}");
+        assert!(body.contains(says), "{method} {path}: {body}");
+    }
+    let huge = format!("/exec/{}", "a".repeat(20_000));
+    let answer = admin.call("GET", &huge, &[]).await;
+    assert!(
+        matches!(answer, Ok((400 | 414 | 431, _)) | Err(_)),
+        "{answer:?}"
+    );
+    assert_eq!(admin.get("/healthz").await.0, 200, "still serving");
+
+    // /run: ExecSync, output in the body.
+    let (status, body) = admin
+        .call(
+            "POST",
+            &format!("/run/default/{web}/httpd?cmd=cat%20/www/index.html"),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!((status, body.as_str()), (200, "hello from web\n"));
+    let (status, body) = admin
+        .call(
+            "POST",
+            &format!("/run/default/{web}/{static_uid}/httpd?cmd=false"),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("exited with 1"), "{body}");
+
+    // exec over WebSocket: stdout, stderr and the exit status.
+    let mut ws = admin
+        .websocket(&format!(
+            "/exec/default/{web}/{static_uid}/httpd?command=sh&command=-c&command=echo%20out;%20echo%20err%20%3E%262;%20exit%203&stdout=1&stderr=1"
+        ))
+        .await;
+    let got = channels(&mut ws, Duration::from_secs(20), |c| !c[3].is_empty()).await;
+    assert_eq!(text(&got[1]), "out\n");
+    assert_eq!(text(&got[2]), "err\n");
+    let status: serde_json::Value = serde_json::from_slice(&got[3])
+        .unwrap_or_else(|e| panic!("channel 3 {:?}: {e}", text(&got[3])));
+    assert_eq!(status["status"], "Failure", "{status}");
+    assert_eq!(status["reason"], "NonZeroExitCode", "{status}");
+    assert_eq!(status["details"]["causes"][0]["message"], "3", "{status}");
+    let mut ws = admin
+        .websocket(&format!("/exec/default/{web}/httpd?command=true&stdout=1"))
+        .await;
+    let got = channels(&mut ws, Duration::from_secs(20), |c| !c[3].is_empty()).await;
+    let status: serde_json::Value = serde_json::from_slice(&got[3]).unwrap();
+    assert_eq!(status["status"], "Success", "{status}");
+
+    // exec with stdin: what goes in comes out.
+    let mut ws = admin
+        .websocket(&format!(
+            "/exec/default/{}/main?command=cat&stdin=1&stdout=1",
+            agent.pod_name("sh")
+        ))
+        .await;
+    ws.send(Message::Binary(Bytes::from_static(b"\x00ping\n")))
+        .await
+        .unwrap();
+    let got = channels(&mut ws, Duration::from_secs(20), |c| {
+        c[1].ends_with(b"ping\n")
+    })
+    .await;
+    assert_eq!(text(&got[1]), "ping\n");
+    drop(ws);
+
+    // attach: the running container's output.
+    let mut ws = admin
+        .websocket(&format!("/attach/default/{web}/ticker?stdout=1"))
+        .await;
+    let got = channels(&mut ws, Duration::from_secs(20), |c| {
+        text(&c[1]).contains("tick\ntick\n")
+    })
+    .await;
+    assert!(
+        text(&got[1]).contains("tick\n"),
+        "attach saw {:?}",
+        text(&got[1])
+    );
+    drop(ws);
+
+    // port-forward to httpd in the pod's network namespace.
+    let mut ws = admin
+        .websocket(&format!("/portForward/default/{web}?port=8080"))
+        .await;
+    ws.send(Message::Binary(Bytes::from_static(
+        b"\x00GET /index.html HTTP/1.0\r\nHost: x\r\n\r\n",
+    )))
+    .await
+    .unwrap();
+    let got = channels(&mut ws, Duration::from_secs(20), |c| {
+        text(&c[0]).contains("hello from web")
+    })
+    .await;
+    let data = text(&got[0]);
+    assert!(
+        data.contains("200 OK") && data.contains("hello from web"),
+        "port-forward data {data:?}, errors {:?}",
+        text(&got[1])
+    );
+
+    agent.remove("web.yaml");
+    agent.remove("sh.yaml");
+}
+
+#[tokio::test]
+#[ignore = "needs the agent tests' containerd (scripts/test.sh)"]
+async fn webhook_authorization_and_bearer_tokens_through_the_api_server() {
+    let _guard = AGENT_LOCK.lock().await;
+    let rt = agent_runtime();
+    clean_runtime(&rt).await;
+    let api = ApiServer::start().await;
+    let pki = tempfile::tempdir().unwrap();
+    let ca = Ca::new("crilet-test-ca");
+    let kubeconfig = api.kubeconfig(pki.path(), NODE);
+    let port = free_port();
+    let agent = AgentProcess::start_with(&[
+        "--port".into(),
+        port.to_string(),
+        "--address".into(),
+        "127.0.0.1".into(),
+        "--client-ca-file".into(),
+        files(pki.path(), &ca),
+        "--kubeconfig".into(),
+        kubeconfig.to_string_lossy().into_owned(),
+        "--authorization-webhook-cache-unauthorized-ttl".into(),
+        "2s".into(),
+    ]);
+    api.grant("alice", "get", "proxy");
+    let alice = Client::new(port, Some(&ca.client("alice", &["devs"])));
+    wait_healthy(&alice, &agent).await;
+
+    // Allowed, and cached: no second review.
+    let before = api.access_reviews();
+    assert_eq!(alice.get("/healthz").await.0, 200);
+    assert_eq!(alice.get("/pods").await.0, 200);
+    assert_eq!(api.access_reviews(), before, "the allowed answer is cached");
+
+    // Denied with the kubelet's text; the denial is cached for its TTL only.
+    let (status, body) = alice.get("/stats/summary").await;
+    assert_eq!(status, 403);
+    assert_eq!(
+        body,
+        "Forbidden (user=alice, verb=get, resource=nodes, subresource(s)=[stats])\n"
+    );
+    let reviews = api.access_reviews();
+    api.grant("alice", "get", "stats");
+    assert_eq!(
+        alice.get("/stats/summary").await.0,
+        403,
+        "still the cached denial"
+    );
+    assert_eq!(api.access_reviews(), reviews);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_ne!(
+        alice.get("/stats/summary").await.0,
+        403,
+        "asked again after 2s"
+    );
+    assert_eq!(api.access_reviews(), reviews + 1);
+    let (status, body) = alice
+        .call("POST", "/run/default/x/y?cmd=ls", &[])
+        .await
+        .unwrap();
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            403,
+            "Forbidden (user=alice, verb=create, resource=nodes, subresource(s)=[proxy])\n"
+        )
+    );
+
+    // Bearer tokens go through TokenReviews (cached); an unknown one is a 401.
+    api.add_review_token("token-bob", "bob", &["ops"]);
+    api.grant("bob", "get", "metrics");
+    let anonymous = Client::new(port, None);
+    let bearer = [("authorization", "Bearer token-bob")];
+    assert_eq!(
+        anonymous.call("GET", "/metrics", &bearer).await.unwrap().0,
+        200
+    );
+    assert_eq!(
+        anonymous
+            .call("GET", "/metrics/probes", &bearer)
+            .await
+            .unwrap()
+            .0,
+        200
+    );
+    assert_eq!(api.token_reviews(), 1, "the token's review is cached");
+    let (status, body) = anonymous.call("GET", "/pods", &bearer).await.unwrap();
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            403,
+            "Forbidden (user=bob, verb=get, resource=nodes, subresource(s)=[proxy])\n"
+        )
+    );
+    let bad = [("authorization", "Bearer nope")];
+    assert_eq!(
+        anonymous.call("GET", "/metrics", &bad).await.unwrap(),
+        (401, "Unauthorized\n".into())
+    );
+    assert_eq!(anonymous.get("/metrics").await.0, 401);
+    // The reviews are sent with the node's credentials.
+    let asked: Vec<_> = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.contains("reviews"))
+        .collect();
+    assert!(asked.iter().all(|r| r.status == 201), "{asked:?}");
+}
