@@ -42,6 +42,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+// Kept beside this file: the benches include apiserver.rs by path.
+#[path = "apiserver_reviews.rs"]
+mod reviews;
+
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 /// Watch events kept for watches that resume from a resourceVersion.
@@ -233,14 +237,14 @@ impl ApiServer {
     /// How many SubjectAccessReviews were asked.
     pub fn access_reviews(&self) -> usize {
         let state = self.shared.lock();
-        let path = crate::apiserver_reviews::ACCESS_REVIEWS;
+        let path = reviews::ACCESS_REVIEWS;
         state.requests.iter().filter(|r| r.path == path).count()
     }
 
     /// How many TokenReviews were asked.
     pub fn token_reviews(&self) -> usize {
         let state = self.shared.lock();
-        let path = crate::apiserver_reviews::TOKEN_REVIEWS;
+        let path = reviews::TOKEN_REVIEWS;
         state.requests.iter().filter(|r| r.path == path).count()
     }
 
@@ -373,10 +377,7 @@ fn route(shared: &Shared, call: &Call, body: &[u8]) -> Result<Reply, ApiError> {
     {
         return Err(ApiError::unauthorized());
     }
-    let reviews = [
-        crate::apiserver_reviews::TOKEN_REVIEWS,
-        crate::apiserver_reviews::ACCESS_REVIEWS,
-    ];
+    let reviews = [reviews::TOKEN_REVIEWS, reviews::ACCESS_REVIEWS];
     if call.method == "POST"
         && reviews.contains(&call.path.as_str())
         && let Some(review) = state.reviews.answer(&call.path, &parse(body)?)
@@ -547,7 +548,7 @@ struct State {
     requests: Vec<RequestRecord>,
     token: Option<String>,
     watch_stop: CancellationToken,
-    reviews: crate::apiserver_reviews::Reviews,
+    reviews: reviews::Reviews,
 }
 
 enum Verb {

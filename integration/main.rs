@@ -13,7 +13,6 @@
 mod agent;
 mod agent_cases;
 mod apiserver;
-mod apiserver_reviews;
 mod apiserver_tests;
 mod bad_endpoint;
 mod cli;

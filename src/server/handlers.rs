@@ -29,17 +29,25 @@ pub struct Handlers {
     pub runtime: Arc<dyn Runtime>,
 }
 
-type Answer = Result<Response<Body>, Response<Body>>;
+/// A refused request: its status and the line saying why.
+#[derive(Debug)]
+pub struct Refusal(pub StatusCode, pub String);
 
-fn route_error(e: RouteError) -> Response<Body> {
+fn refuse(status: StatusCode, message: impl Into<String>) -> Refusal {
+    Refusal(status, message.into())
+}
+
+type Answer = Result<Response<Body>, Refusal>;
+
+fn route_error(e: RouteError) -> Refusal {
     match e {
-        RouteError::NotFound(m) => text(StatusCode::NOT_FOUND, m),
-        RouteError::BadRequest(m) => text(StatusCode::BAD_REQUEST, m),
+        RouteError::NotFound(m) => refuse(StatusCode::NOT_FOUND, m),
+        RouteError::BadRequest(m) => refuse(StatusCode::BAD_REQUEST, m),
     }
 }
 
-fn method_not_allowed(method: &Method, allowed: &str) -> Response<Body> {
-    text(
+fn method_not_allowed(method: &Method, allowed: &str) -> Refusal {
+    refuse(
         StatusCode::METHOD_NOT_ALLOWED,
         format!("method {method} not allowed here (only {allowed})"),
     )
@@ -67,32 +75,32 @@ impl Handlers {
             Route::Exec(c) => self.exec(req, &c, true).await,
             Route::Attach(c) => self.exec(req, &c, false).await,
             Route::PortForward(p) => self.port_forward(req, &p).await,
-            Route::ContainerLogs(_) => Err(text(
+            Route::ContainerLogs(_) => Err(refuse(
                 StatusCode::NOT_IMPLEMENTED,
                 "/containerLogs is not served by this crilet build yet (the container log reader has not landed)",
             )),
         };
-        answer.unwrap_or_else(|e| e)
+        answer.unwrap_or_else(|Refusal(status, message)| text(status, message))
     }
 
-    fn find_pod(&self, p: &PodPath) -> Result<ResolvedPod, Response<Body>> {
+    fn find_pod(&self, p: &PodPath) -> Result<ResolvedPod, Refusal> {
         let view = self.sources.view();
         let r = PodRef::Name {
             namespace: p.namespace.clone(),
             name: p.name.clone(),
         };
         let pod = resolve(&view.manager, &r).map_err(|e| match e {
-            LookupError::NotFound(_) => text(
+            LookupError::NotFound(_) => refuse(
                 StatusCode::NOT_FOUND,
                 format!("pod {}/{} does not exist on this node", p.namespace, p.name),
             ),
-            LookupError::Invalid(m) => text(StatusCode::BAD_REQUEST, m),
+            LookupError::Invalid(m) => refuse(StatusCode::BAD_REQUEST, m),
         })?;
         if let Some(uid) = &p.uid
             && *uid != pod.static_uid
             && (pod.mirror_uid.is_empty() || *uid != pod.mirror_uid)
         {
-            return Err(text(
+            return Err(refuse(
                 StatusCode::NOT_FOUND,
                 format!("pod {}/{} has no UID {uid}", p.namespace, p.name),
             ));
@@ -102,14 +110,14 @@ impl Handlers {
 
     /// The running container's runtime ID: from the workers' statuses, or
     /// asked of the runtime when the status does not have it yet.
-    async fn container_id(&self, pod: &ResolvedPod, name: &str) -> Result<String, Response<Body>> {
+    async fn container_id(&self, pod: &ResolvedPod, name: &str) -> Result<String, Refusal> {
         let spec = pod.pod.spec.as_ref();
         let declared = spec.is_some_and(|s| {
             s.containers.iter().any(|c| c.name == name)
                 || s.init_containers.iter().flatten().any(|c| c.name == name)
         });
         if !declared {
-            return Err(text(
+            return Err(refuse(
                 StatusCode::NOT_FOUND,
                 format!(
                     "container {name} is not valid for pod {}/{}",
@@ -138,7 +146,7 @@ impl Handlers {
             ..Default::default()
         };
         let found = self.runtime.list_containers(&filter).await.map_err(|e| {
-            text(
+            refuse(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("listing containers: {e}"),
             )
@@ -148,7 +156,7 @@ impl Handlers {
             .max_by_key(|c| c.created_at)
             .map(|c| c.id)
             .ok_or_else(|| {
-                text(
+                refuse(
                     StatusCode::NOT_FOUND,
                     format!(
                         "container {name} of pod {}/{} is not running",
@@ -172,7 +180,7 @@ impl Handlers {
             .exec_sync(&id, &cmd, Duration::ZERO)
             .await
             .map_err(|e| {
-                text(
+                refuse(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     format!("running {cmd:?} in {}: {e}", c.container),
                 )
@@ -180,22 +188,15 @@ impl Handlers {
         let mut output = result.stdout;
         output.extend_from_slice(&result.stderr);
         if result.exit_code != 0 {
-            let mut message = format!(
-                "command {:?} exited with {}: ",
-                cmd.join(" "),
-                result.exit_code
-            )
-            .into_bytes();
-            message.extend_from_slice(&output);
-            return Err(Response::builder()
-                .status(StatusCode::INTERNAL_SERVER_ERROR)
-                .header("content-type", "text/plain; charset=utf-8")
-                .body(
-                    http_body_util::Full::new(message.into())
-                        .map_err(|e| match e {})
-                        .boxed(),
-                )
-                .expect("static headers are valid"));
+            return Err(refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!(
+                    "command {:?} exited with {}: {}",
+                    cmd.join(" "),
+                    result.exit_code,
+                    String::from_utf8_lossy(&output)
+                ),
+            ));
         }
         Ok(Response::builder()
             .status(StatusCode::OK)
@@ -219,7 +220,7 @@ impl Handlers {
         // Checked before the runtime is asked: a plain request must not
         // leave a prepared stream behind.
         if !proxy::is_upgrade(req.headers()) {
-            return Err(text(StatusCode::BAD_REQUEST, "Upgrade request required"));
+            return Err(refuse(StatusCode::BAD_REQUEST, "Upgrade request required"));
         }
         let url = if exec {
             self.runtime
@@ -244,7 +245,7 @@ impl Handlers {
                 .await
         };
         let url = url.map_err(|e| {
-            text(
+            refuse(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!(
                     "preparing the stream to {} of pod {}/{}: {e}",
@@ -262,7 +263,7 @@ impl Handlers {
         let pod = self.find_pod(p)?;
         let ports = routes::ports(req.uri().query().unwrap_or_default()).map_err(route_error)?;
         if !proxy::is_upgrade(req.headers()) {
-            return Err(text(StatusCode::BAD_REQUEST, "Upgrade request required"));
+            return Err(refuse(StatusCode::BAD_REQUEST, "Upgrade request required"));
         }
         let filter = PodSandboxFilter {
             state: Some(PodSandboxState::Ready),
@@ -270,13 +271,13 @@ impl Handlers {
             ..Default::default()
         };
         let sandboxes = self.runtime.list_pod_sandbox(&filter).await.map_err(|e| {
-            text(
+            refuse(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("listing sandboxes: {e}"),
             )
         })?;
         let Some(sandbox) = sandboxes.into_iter().max_by_key(|s| s.created_at) else {
-            return Err(text(
+            return Err(refuse(
                 StatusCode::NOT_FOUND,
                 format!("pod {}/{} has no ready sandbox", pod.namespace, pod.name),
             ));
@@ -286,7 +287,7 @@ impl Handlers {
             .port_forward(&sandbox.id, &ports)
             .await
             .map_err(|e| {
-                text(
+                refuse(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     format!(
                         "preparing port forwarding to pod {}/{}: {e}",
