@@ -223,6 +223,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
             metrics: metrics.clone(),
         },
         runtime: runtime.clone(),
+        root_dir: settings.root_dir.clone(),
     };
     let mut servers = stats_server::spawn(
         listeners,

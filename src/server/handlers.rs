@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
@@ -27,6 +28,8 @@ pub struct Handlers {
     pub sources: StatsSources,
     pub http: HttpApi,
     pub runtime: Arc<dyn Runtime>,
+    /// crilet's `--root-dir`, where pod logs live.
+    pub root_dir: std::path::PathBuf,
 }
 
 /// A refused request: its status and the line saying why.
@@ -75,10 +78,7 @@ impl Handlers {
             Route::Exec(c) => self.exec(req, &c, true).await,
             Route::Attach(c) => self.exec(req, &c, false).await,
             Route::PortForward(p) => self.port_forward(req, &p).await,
-            Route::ContainerLogs(_) => Err(refuse(
-                StatusCode::NOT_IMPLEMENTED,
-                "/containerLogs is not served by this crilet build yet (the container log reader has not landed)",
-            )),
+            Route::ContainerLogs(c) => self.container_logs(&req, &c).await,
         };
         answer.unwrap_or_else(|Refusal(status, message)| text(status, message))
     }
@@ -296,5 +296,65 @@ impl Handlers {
                 )
             })?;
         Ok(proxy::proxy(req, &url).await)
+    }
+
+    /// `GET /containerLogs/{ns}/{pod}/{container}?<PodLogOptions>`: 400 for
+    /// a query that does not decode, 422 for invalid options, 404 for an
+    /// unknown pod or container, then the decoded log, chunked.
+    async fn container_logs(&self, req: &Request<Incoming>, c: &ContainerPath) -> Answer {
+        use crate::kuberuntime::logs::{LogOptions, LogOptionsError};
+        use crate::logs::LocateError;
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            return Err(method_not_allowed(req.method(), "GET"));
+        }
+        let opts = LogOptions::from_query(req.uri().query().unwrap_or_default()).map_err(|e| {
+            let status = match e {
+                LogOptionsError::Decode(_) => StatusCode::BAD_REQUEST,
+                LogOptionsError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            };
+            refuse(status, e.to_string())
+        })?;
+        let pod = self.find_pod(&c.pod)?;
+        let view = self.sources.view();
+        let target = crate::logs::locate(
+            &view,
+            &self.sources.statuses,
+            self.runtime.as_ref(),
+            &self.root_dir,
+            &PodRef::Uid(pod.static_uid.clone()),
+            Some(&c.container),
+            opts.previous,
+        )
+        .await
+        .map_err(|e| match e {
+            LocateError::NotFound(m) => refuse(StatusCode::NOT_FOUND, m),
+            LocateError::BadRequest(m) => refuse(StatusCode::BAD_REQUEST, m),
+        })?;
+        // The file must open before the 200 goes out.
+        if let Err(e) = tokio::fs::metadata(&target.path).await {
+            return Err(refuse(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "the log file {} of container {}: {e}",
+                    target.path.display(),
+                    c.container
+                ),
+            ));
+        }
+        let (tx, rx) = tokio::sync::mpsc::channel::<hyper::body::Bytes>(16);
+        let runtime = self.runtime.clone();
+        let what = format!("{}/{}", target.pod_full_name, target.container);
+        tokio::spawn(async move {
+            if let Err(e) = crate::logs::stream(target, opts, runtime, tx).await {
+                tracing::warn!(container = %what, error = %e, "streaming a container log stopped");
+            }
+        });
+        let frames = tokio_stream::wrappers::ReceiverStream::new(rx)
+            .map(|b| Ok::<_, proxy::BoxError>(hyper::body::Frame::data(b)));
+        Ok(Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "text/plain")
+            .body(BodyExt::boxed(http_body_util::StreamBody::new(frames)))
+            .expect("static headers are valid"))
     }
 }
