@@ -358,3 +358,16 @@ impl Handlers {
             .expect("static headers are valid"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn container_ids_lose_their_runtime_prefix() {
+        assert_eq!(bare_container_id("containerd://abc"), "abc");
+        assert_eq!(bare_container_id("cri-o://abc"), "abc");
+        assert_eq!(bare_container_id("abc"), "abc");
+        assert_eq!(bare_container_id(""), "");
+    }
+}

@@ -104,6 +104,8 @@ impl KubeletServer {
 }
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A client that does not finish a request head in this time is dropped.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Serves HTTPS (HTTP/1.1 with upgrades) on `listener` until `cancel`.
 /// Upgraded streams outlive their request and end with their peers.
@@ -155,6 +157,8 @@ pub async fn serve(
                 }
             });
             let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service)
                 .with_upgrades();
             tokio::select! {
