@@ -473,6 +473,46 @@ async fn client_certificates_exec_attach_port_forward_and_run() {
     assert_eq!(text(&got[1]), "ping\n");
     drop(ws);
 
+    // SPDY, as the API server speaks it: the upgrade goes through with the
+    // runtime's protocol answer (the frames themselves are not spoken here).
+    let spdy = [
+        ("connection", "Upgrade"),
+        ("upgrade", "SPDY/3.1"),
+        ("x-stream-protocol-version", "v4.channel.k8s.io"),
+        ("x-stream-protocol-version", "v3.channel.k8s.io"),
+        ("content-length", "0"),
+    ];
+    let tls = admin.connect().await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .unwrap();
+    tokio::spawn(conn.with_upgrades());
+    let mut req = hyper::Request::post(format!(
+        "/exec/default/{web}/httpd?command=true&stdout=1&stderr=1"
+    ))
+    .header("host", "x");
+    for (k, v) in spdy {
+        req = req.header(k, v);
+    }
+    let answer = sender
+        .send_request(req.body(Empty::<Bytes>::new()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 101, "{:?}", answer.headers());
+    let header = |name: &str| {
+        answer
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
+    assert_eq!(header("upgrade").as_deref(), Some("SPDY/3.1"));
+    assert_eq!(
+        header("x-stream-protocol-version").as_deref(),
+        Some("v4.channel.k8s.io")
+    );
+    drop(answer);
+
     // attach: the running container's output.
     let mut ws = admin
         .websocket(&format!("/attach/default/{web}/ticker?stdout=1"))

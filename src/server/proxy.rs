@@ -2,14 +2,18 @@
 //! upgrade request is replayed to the runtime's streaming URL and, once the
 //! runtime switches protocols, bytes are copied both ways until either side
 //! closes. Invariant: the stream (SPDY or WebSocket) is never interpreted;
-//! only the request head is rewritten (target path and Host, and the
-//! client's Authorization, which is not the runtime's business).
+//! only the request head is rewritten (target path and Host; the client's
+//! Authorization, which is not the runtime's business, and its body framing
+//! are dropped: an upgrade request carries no body).
 
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Empty, Full, combinators::BoxBody};
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{AUTHORIZATION, CONNECTION, HOST, HeaderMap, HeaderValue, UPGRADE};
+use hyper::header::{
+    AUTHORIZATION, CONNECTION, CONTENT_LENGTH, HOST, HeaderMap, HeaderValue, TRANSFER_ENCODING,
+    UPGRADE,
+};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 
@@ -105,7 +109,10 @@ pub async fn proxy(mut req: Request<Incoming>, target: &str) -> Response<Body> {
     }
     let mut out = Request::builder().method(req.method().clone()).uri(path);
     for (name, value) in req.headers() {
-        if name != HOST && name != AUTHORIZATION {
+        // The upgrade request is replayed without a body, so the client's
+        // framing headers do not apply to it.
+        let framing = name == CONTENT_LENGTH || name == TRANSFER_ENCODING;
+        if name != HOST && name != AUTHORIZATION && !framing {
             out = out.header(name, value);
         }
     }
