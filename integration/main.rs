@@ -24,6 +24,8 @@ mod gc_agent;
 mod gc_support;
 mod kube;
 mod kubelet_server;
+mod kubelet_server_client;
+mod kubelet_server_logs;
 mod lifecycle;
 mod manifest_server;
 mod mirror;
