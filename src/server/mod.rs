@@ -64,12 +64,27 @@ pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServerErr
 }
 
 impl KubeletServer {
-    /// Authenticates, authorizes, routes and answers one request.
+    /// Authenticates, authorizes, routes and answers one request (logged
+    /// at debug level with its user and status).
     pub async fn handle(
         &self,
         req: Request<Incoming>,
         peer_certificate: Option<&[u8]>,
     ) -> Response<Body> {
+        let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+        let (user, answer) = self.answer(req, peer_certificate).await;
+        let path: String = path.chars().take(200).collect();
+        let status = answer.status().as_u16();
+        tracing::debug!(%method, %path, %user, status, "kubelet server request");
+        answer
+    }
+
+    /// The user's name (or "-") and the answer.
+    async fn answer(
+        &self,
+        req: Request<Incoming>,
+        peer_certificate: Option<&[u8]>,
+    ) -> (String, Response<Body>) {
         let authorization = req
             .headers()
             .get(AUTHORIZATION)
@@ -81,10 +96,11 @@ impl KubeletServer {
         {
             Ok(user) => user,
             Err(e) => {
-                tracing::debug!(path = %req.uri().path(), reason = %e, "kubelet server: unauthenticated request");
-                return text(StatusCode::UNAUTHORIZED, "Unauthorized");
+                tracing::debug!(reason = %e, "kubelet server: unauthenticated request");
+                return ("-".into(), text(StatusCode::UNAUTHORIZED, "Unauthorized"));
             }
         };
+        let name = user.name.clone();
         let attrs = authz::attributes(
             user,
             req.method().as_str(),
@@ -92,14 +108,19 @@ impl KubeletServer {
             &self.node_name,
         );
         if !self.authz.authorize(&attrs).await {
-            return text(StatusCode::FORBIDDEN, authz::forbidden_message(&attrs));
+            let refusal = text(StatusCode::FORBIDDEN, authz::forbidden_message(&attrs));
+            return (name, refusal);
         }
         let route = match routes::parse(req.uri().path()) {
             Ok(route) => route,
-            Err(routes::RouteError::NotFound(m)) => return text(StatusCode::NOT_FOUND, m),
-            Err(routes::RouteError::BadRequest(m)) => return text(StatusCode::BAD_REQUEST, m),
+            Err(routes::RouteError::NotFound(m)) => {
+                return (name, text(StatusCode::NOT_FOUND, m));
+            }
+            Err(routes::RouteError::BadRequest(m)) => {
+                return (name, text(StatusCode::BAD_REQUEST, m));
+            }
         };
-        self.handlers.handle(req, route).await
+        (name, self.handlers.handle(req, route).await)
     }
 }
 

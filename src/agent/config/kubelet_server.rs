@@ -181,6 +181,13 @@ pub(super) fn resolve_kubelet_server(
             authz_webhook.and_then(|w| w.cache_unauthorized_ttl.as_deref()),
         )?)
         .unwrap_or(DEFAULT_UNAUTHORIZED_TTL);
+    let cert = args.tls_cert_file.is_some() || file.tls_cert_file.is_some();
+    let key = args.tls_private_key_file.is_some() || file.tls_private_key_file.is_some();
+    if cert != key && port != 0 {
+        return Err(ConfigError::Flag {
+            message: "--tls-cert-file and --tls-private-key-file (tlsCertFile, tlsPrivateKeyFile) go together: give both, or neither for a self-signed certificate".into(),
+        });
+    }
     if !has_kubeconfig && port != 0 {
         if authorization_mode == AuthorizationMode::Webhook {
             return Err(ConfigError::Flag {

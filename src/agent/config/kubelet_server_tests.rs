@@ -128,6 +128,19 @@ fn bad_values_name_their_flag_or_field() {
             "{}",
             "--authentication-token-webhook",
         ),
+        (
+            RunArgs {
+                tls_cert_file: Some("/etc/crilet/tls.crt".into()),
+                ..Default::default()
+            },
+            "{}",
+            "--tls-private-key-file",
+        ),
+        (
+            RunArgs::default(),
+            "tlsPrivateKeyFile: /etc/crilet/tls.key\n",
+            "--tls-cert-file",
+        ),
     ];
     for (args, file, expected) in cases {
         let err = resolved(args, file).unwrap_err();
