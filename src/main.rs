@@ -330,6 +330,9 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
                 node_ip,
                 runtime_version,
                 system: crilet::agent::node::read_node_system(),
+                // The kubelet server (`crilet run --port`) is not wired
+                // yet: the Node says it has none.
+                kubelet_port: 0,
                 view: handles.view.clone(),
                 statuses: handles.statuses.clone(),
                 status_changed: handles.status_changed.clone(),
