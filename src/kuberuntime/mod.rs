@@ -11,6 +11,7 @@
 pub mod backoff;
 pub mod container_gc;
 pub mod labels;
+pub mod logs;
 pub mod mapping;
 pub mod observe;
 pub mod plan;

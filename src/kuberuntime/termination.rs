@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 use super::labels::{
     ContainerLabels, DEFAULT_TERMINATION_MESSAGE_PATH, TERMINATION_MESSAGE_POLICY_FALLBACK,
 };
+use super::logs::parse_cri_line;
 use super::mapping::{NodeContext, container_log_path, pod_log_dir, termination_message_file};
 use crate::cri::types::{ContainerState, ContainerStatus};
 use crate::pod::uid;
@@ -130,43 +131,6 @@ pub fn log_message(tail: &[u8], from_start: bool) -> String {
     }
     let keep = out.len().saturating_sub(MAX_LOG_BYTES);
     utf8_suffix(&out[keep..])
-}
-
-/// One line of a CRI log file, without its newline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CriLogLine<'a> {
-    pub timestamp: &'a str,
-    /// `stdout` or `stderr`.
-    pub stream: &'a str,
-    /// Tag `P`: the runtime split a long line; the next entry continues it.
-    pub partial: bool,
-    pub content: &'a [u8],
-}
-
-/// `<RFC3339Nano timestamp> <stdout|stderr> <tags> <content>`, where tags
-/// are `:`-separated and the first is `P` (partial) or `F` (full). None for
-/// anything else (the kubelet's parseCRILog refuses it).
-pub fn parse_cri_line(line: &[u8]) -> Option<CriLogLine<'_>> {
-    let mut parts = line.splitn(4, |b| *b == b' ');
-    let timestamp = std::str::from_utf8(parts.next()?).ok()?;
-    timestamp.parse::<jiff::Timestamp>().ok()?;
-    let stream = match parts.next()? {
-        b"stdout" => "stdout",
-        b"stderr" => "stderr",
-        _ => return None,
-    };
-    let tags = parts.next()?;
-    let partial = match tags.split(|b| *b == b':').next()? {
-        b"P" => true,
-        b"F" => false,
-        _ => return None,
-    };
-    Some(CriLogLine {
-        timestamp,
-        stream,
-        partial,
-        content: parts.next()?,
-    })
 }
 
 /// The most each terminated message may keep in the pod status: 12 KiB
