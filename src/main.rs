@@ -215,12 +215,17 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     );
     metrics.set_image_gc(image_gc.counters());
     let probe_recorder: Arc<dyn crilet::agent::prober::manager::ProbeRecorder> = metrics.clone();
+    let debug = crilet::stats::debug_api::DebugApi {
+        sources: sources.clone(),
+        runtime: runtime.clone(),
+    };
     let servers = stats_server::spawn(
         listeners,
         sources,
         Some(crilet::stats::images_api::ImagesApi {
             gc: image_gc.clone(),
         }),
+        debug,
         metrics,
         cancel.clone(),
     );
@@ -361,6 +366,7 @@ mod stats_server {
     use crilet::agent::config::ServeSettings;
     use crilet::stats::grpc::{self, StatsApi, TlsFiles};
     use crilet::stats::http::{self, HttpApi};
+    use crilet::stats::debug_api::DebugApi;
     use crilet::stats::images_api::ImagesApi;
     use crilet::stats::{StatsSources, metrics::Metrics};
     use tokio_util::sync::CancellationToken;
@@ -412,6 +418,7 @@ mod stats_server {
         l: Listeners,
         sources: StatsSources,
         images: Option<ImagesApi>,
+        debug: DebugApi,
         metrics: Arc<Metrics>,
         cancel: CancellationToken,
     ) -> Vec<tokio::task::JoinHandle<()>> {
@@ -420,7 +427,7 @@ mod stats_server {
         let (listener, path) = l.unix;
         let (a, i, c) = (api.clone(), images.clone(), cancel.clone());
         tasks.push(tokio::spawn(async move {
-            if let Err(e) = grpc::serve_unix(listener, path, a, i, c).await {
+            if let Err(e) = grpc::serve_unix(listener, path, a, i, Some(debug), c).await {
                 tracing::error!(error = %e, "the stats socket stopped");
             }
         }));
