@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use crilet::agent::config::{LogFormat, RunArgs};
-use crilet::cli::{OutputFormat, agent_client, runtime_info};
+use crilet::cli::{OutputFormat, agent_client, debug, runtime_info};
 use crilet::cri::{CriRuntime, DEFAULT_ENDPOINT, RuntimeError, RuntimeOptions};
 use crilet::images::disk::Statvfs;
 use crilet::units::parse_duration;
@@ -54,6 +54,11 @@ enum Command {
     /// List the runtime's images as image GC sees them: size, last used,
     /// in use, pinned.
     Images(AgentArgs),
+    /// Print a container's log (as `kubectl logs`), through the agent.
+    Logs(debug::LogsArgs),
+    /// Run a command in a container (as `kubectl exec`, not interactive),
+    /// through the agent; exits with the command's status.
+    Exec(debug::ExecArgs),
     /// Image garbage collection: with --dry-run, what would be removed now
     /// and why (nothing is removed; the agent collects on its own period).
     Gc {
@@ -163,7 +168,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let plan = agent_client::plan_image_gc(&a.socket).await?;
             print_as(a.output, &plan, |p| p.report.clone())
         }
+        Command::Logs(a) => {
+            let req = debug::logs_request(&a)?;
+            Ok(debug::logs(&a.socket, req, &mut std::io::stdout()).await?)
+        }
+        Command::Exec(_) => unreachable!("`crilet exec` runs through exec_command"),
     }
+}
+
+/// `crilet exec`: the command's exit status becomes ours.
+async fn exec_command(a: debug::ExecArgs) -> anyhow::Result<ExitCode> {
+    let req = debug::exec_request(&a)?;
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+    let code = debug::exec(&a.socket, req, &mut out, &mut err).await?;
+    Ok(ExitCode::from(debug::exit_status(code)))
 }
 
 /// `crilet run`: start the agent and run until SIGTERM or SIGINT; pods are
@@ -523,8 +541,14 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
+    let result = rt.block_on(async {
+        match cli.command {
+            Command::Exec(a) => exec_command(a).await,
+            command => run(Cli { command }).await.map(|()| ExitCode::SUCCESS),
+        }
+    });
+    match result {
+        Ok(code) => code,
         Err(err) => {
             eprintln!("crilet: error: {}", one_line(&err));
             ExitCode::FAILURE
