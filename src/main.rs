@@ -382,9 +382,9 @@ mod stats_server {
 
     use anyhow::Context;
     use crilet::agent::config::ServeSettings;
+    use crilet::stats::debug_api::DebugApi;
     use crilet::stats::grpc::{self, StatsApi, TlsFiles};
     use crilet::stats::http::{self, HttpApi};
-    use crilet::stats::debug_api::DebugApi;
     use crilet::stats::images_api::ImagesApi;
     use crilet::stats::{StatsSources, metrics::Metrics};
     use tokio_util::sync::CancellationToken;

@@ -83,7 +83,14 @@ fn logs_flags_map_to_pod_log_options() {
         }
     );
     let uid = "11111111-2222-3333-4444-555555555555";
-    let r = logs(&[uid, "-p", "--tail=0", "--since-time", "2026-12-01T01:02:03+01:00"]).unwrap();
+    let r = logs(&[
+        uid,
+        "-p",
+        "--tail=0",
+        "--since-time",
+        "2026-12-01T01:02:03+01:00",
+    ])
+    .unwrap();
     assert_eq!(r.pod, Some(pod_ref(&PodRef::Uid(uid.into()))));
     assert!(r.previous);
     assert_eq!(r.tail_lines, Some(0));
@@ -92,7 +99,13 @@ fn logs_flags_map_to_pod_log_options() {
 
 #[test]
 fn since_rounds_to_whole_seconds_as_kubectl() {
-    for (since, secs) in [("1s", 1), ("1500ms", 2), ("1499ms", 1), ("2h", 7200), ("90s", 90)] {
+    for (since, secs) in [
+        ("1s", 1),
+        ("1500ms", 2),
+        ("1499ms", 1),
+        ("2h", 7200),
+        ("90s", 90),
+    ] {
         let r = logs(&["p", "--since", since]).unwrap();
         assert_eq!(r.since_seconds, Some(secs), "{since}");
     }
@@ -107,13 +120,31 @@ fn tail_minus_one_means_all_lines() {
 #[test]
 fn bad_logs_arguments_are_refused_naming_the_flag() {
     let cases: &[(&[&str], &str)] = &[
-        (&["p", "--tail", "-2"], "--tail must be -1 (all lines) or at least 0, not -2"),
-        (&["p", "--limit-bytes", "0"], "--limit-bytes must be at least 1, not 0"),
-        (&["p", "--limit-bytes", "-5"], "--limit-bytes must be at least 1, not -5"),
-        (&["p", "--since", "400ms"], "--since must be at least 1s, not 400ms"),
+        (
+            &["p", "--tail", "-2"],
+            "--tail must be -1 (all lines) or at least 0, not -2",
+        ),
+        (
+            &["p", "--limit-bytes", "0"],
+            "--limit-bytes must be at least 1, not 0",
+        ),
+        (
+            &["p", "--limit-bytes", "-5"],
+            "--limit-bytes must be at least 1, not -5",
+        ),
+        (
+            &["p", "--since", "400ms"],
+            "--since must be at least 1s, not 400ms",
+        ),
         (&["p", "--since", "0s"], "--since must be at least 1s"),
-        (&["p", "--since", "5 minutes"], "invalid value '5 minutes' for '--since"),
-        (&["p", "--since-time", "yesterday"], "--since-time \"yesterday\" is not an RFC3339 time"),
+        (
+            &["p", "--since", "5 minutes"],
+            "invalid value '5 minutes' for '--since",
+        ),
+        (
+            &["p", "--since-time", "yesterday"],
+            "--since-time \"yesterday\" is not an RFC3339 time",
+        ),
         (
             &["p", "--since", "5m", "--since-time", "2026-12-01T00:00:00Z"],
             "at most one of --since and --since-time may be given",
@@ -143,7 +174,18 @@ fn exec_takes_the_command_after_the_double_dash() {
         }
     );
     // Flags after `--` belong to the command.
-    let r = exec(&["ns/p", "-c", "app", "--timeout", "10s", "--", "ls", "-c", "--timeout"]).unwrap();
+    let r = exec(&[
+        "ns/p",
+        "-c",
+        "app",
+        "--timeout",
+        "10s",
+        "--",
+        "ls",
+        "-c",
+        "--timeout",
+    ])
+    .unwrap();
     assert_eq!(r.container, "app");
     assert_eq!(r.timeout_seconds, 10);
     assert_eq!(r.cmd, ["ls", "-c", "--timeout"]);
@@ -165,8 +207,14 @@ fn bad_exec_arguments_are_refused() {
         (&["p", "--", ""], "a command is required after `--`"),
         (&["p", "ls"], "unexpected argument 'ls'"),
         (&["a/b/c", "--", "ls"], "invalid pod reference"),
-        (&["p", "--timeout", "soon", "--", "ls"], "invalid value 'soon' for '--timeout"),
-        (&["p", "-c", " ", "--", "ls"], "--container must not be empty"),
+        (
+            &["p", "--timeout", "soon", "--", "ls"],
+            "invalid value 'soon' for '--timeout",
+        ),
+        (
+            &["p", "-c", " ", "--", "ls"],
+            "--container must not be empty",
+        ),
     ];
     for (args, text) in cases {
         let e = exec(args).unwrap_err();
@@ -176,7 +224,16 @@ fn bad_exec_arguments_are_refused() {
 
 #[test]
 fn exit_status_is_the_commands_as_a_shell_passes_it() {
-    for (code, status) in [(0, 0), (1, 1), (3, 3), (127, 127), (255, 255), (256, 0), (257, 1), (-1, 255)] {
+    for (code, status) in [
+        (0, 0),
+        (1, 1),
+        (3, 3),
+        (127, 127),
+        (255, 255),
+        (256, 0),
+        (257, 1),
+        (-1, 255),
+    ] {
         assert_eq!(exit_status(code), status, "{code}");
     }
 }
@@ -191,7 +248,8 @@ async fn a_missing_agent_is_reported_before_anything_is_sent() {
         .await
         .unwrap_err();
     assert!(
-        e.to_string().starts_with("crilet is not running: no socket at "),
+        e.to_string()
+            .starts_with("crilet is not running: no socket at "),
         "{e}"
     );
     let req = logs(&["p"]).unwrap();

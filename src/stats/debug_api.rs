@@ -81,9 +81,7 @@ impl DebugApi {
             .into_iter()
             .max_by_key(|c| c.created_at)
             .map(|c| c.id)
-            .ok_or_else(|| {
-                Status::failed_precondition(format!("{} is not running", t.describe()))
-            })
+            .ok_or_else(|| Status::failed_precondition(format!("{} is not running", t.describe())))
     }
 }
 
@@ -107,13 +105,28 @@ pub fn runtime_status(what: &str, e: &RuntimeError) -> Status {
     Status::new(e.code(), format!("{what}: {e}"))
 }
 
+/// An ExecSync failure. The runtime ends a command that outlives its
+/// timeout with DEADLINE_EXCEEDED, which the CRI client cannot tell from
+/// a runtime that never answered: with a timeout set, say it was the
+/// command's.
+pub fn exec_status(what: &str, timeout: Duration, e: &RuntimeError) -> Status {
+    if e.code() == tonic::Code::DeadlineExceeded && !timeout.is_zero() {
+        return Status::deadline_exceeded(format!(
+            "exec in {what}: the command did not finish within its timeout of {timeout:?}"
+        ));
+    }
+    runtime_status(&format!("exec in {what}"), e)
+}
+
 /// The exec timeout a request asks for; 0 is none of its own.
 pub fn exec_timeout(seconds: i64) -> Result<Duration, Status> {
-    u64::try_from(seconds).map(Duration::from_secs).map_err(|_| {
-        Status::invalid_argument(format!(
-            "timeout_seconds must be 0 (none) or positive, not {seconds}"
-        ))
-    })
+    u64::try_from(seconds)
+        .map(Duration::from_secs)
+        .map_err(|_| {
+            Status::invalid_argument(format!(
+                "timeout_seconds must be 0 (none) or positive, not {seconds}"
+            ))
+        })
 }
 
 /// The request's v1 PodLogOptions, validated as the kubelet validates them.
@@ -172,7 +185,7 @@ impl Debug for DebugApi {
             .runtime
             .exec_sync(&id, &req.cmd, timeout)
             .await
-            .map_err(|e| runtime_status(&format!("exec in {}", t.describe()), &e))?;
+            .map_err(|e| exec_status(&t.describe(), timeout, &e))?;
         Ok(Response::new(pb::ExecSyncResponse {
             stdout: r.stdout,
             stderr: r.stderr,

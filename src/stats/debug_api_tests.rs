@@ -77,9 +77,19 @@ fn name(ns: &str, name: &str) -> Option<spb::PodRef> {
 #[test]
 fn every_ref_finds_the_static_pod_and_its_only_container() {
     let api = api(&["app"]);
-    for r in [uid(STATIC), uid(MIRROR), name("default", "web-n1"), name("", "web-n1")] {
-        let t = api.target(r.clone(), "").unwrap_or_else(|e| panic!("{r:?}: {e}"));
-        assert_eq!((t.pod.static_uid.as_str(), t.container.as_str()), (STATIC, "app"));
+    for r in [
+        uid(STATIC),
+        uid(MIRROR),
+        name("default", "web-n1"),
+        name("", "web-n1"),
+    ] {
+        let t = api
+            .target(r.clone(), "")
+            .unwrap_or_else(|e| panic!("{r:?}: {e}"));
+        assert_eq!(
+            (t.pod.static_uid.as_str(), t.container.as_str()),
+            (STATIC, "app")
+        );
         assert_eq!(t.describe(), "container \"app\" of pod default/web-n1");
     }
 }
@@ -88,11 +98,36 @@ fn every_ref_finds_the_static_pod_and_its_only_container() {
 fn lookup_failures_are_not_found_or_invalid_and_name_what_was_asked() {
     let api = api(&["app", "side"]);
     let cases = [
-        (None, "", tonic::Code::InvalidArgument, "a pod ref is required"),
-        (uid(""), "", tonic::Code::InvalidArgument, "the uid is empty"),
-        (name("default", ""), "", tonic::Code::InvalidArgument, "the name is empty"),
-        (name("kube-system", "web-n1"), "app", tonic::Code::NotFound, "pod kube-system/web-n1"),
-        (uid(&"c".repeat(32)), "app", tonic::Code::NotFound, &"c".repeat(32)),
+        (
+            None,
+            "",
+            tonic::Code::InvalidArgument,
+            "a pod ref is required",
+        ),
+        (
+            uid(""),
+            "",
+            tonic::Code::InvalidArgument,
+            "the uid is empty",
+        ),
+        (
+            name("default", ""),
+            "",
+            tonic::Code::InvalidArgument,
+            "the name is empty",
+        ),
+        (
+            name("kube-system", "web-n1"),
+            "app",
+            tonic::Code::NotFound,
+            "pod kube-system/web-n1",
+        ),
+        (
+            uid(&"c".repeat(32)),
+            "app",
+            tonic::Code::NotFound,
+            &"c".repeat(32),
+        ),
         (
             uid(MIRROR),
             "nope",
@@ -127,7 +162,10 @@ async fn exec_checks_the_command_and_timeout_before_the_runtime() {
     for (req, text) in [
         (exec(&[], 0), "a command is required"),
         (exec(&[""], 0), "a command is required"),
-        (exec(&["true"], -1), "timeout_seconds must be 0 (none) or positive, not -1"),
+        (
+            exec(&["true"], -1),
+            "timeout_seconds must be 0 (none) or positive, not -1",
+        ),
     ] {
         let e = api.exec_sync(Request::new(req)).await.unwrap_err();
         assert_eq!(e.code(), tonic::Code::InvalidArgument);
@@ -244,5 +282,37 @@ fn runtime_failures_keep_the_runtimes_code_and_say_what_was_done() {
             .starts_with("exec in container \"app\" of pod default/web-n1: ExecSync on"),
         "{}",
         s.message()
+    );
+}
+
+#[test]
+fn an_exec_that_outlives_its_timeout_says_so() {
+    let e = RuntimeError::DeadlineExceeded {
+        endpoint: "unix:///run/containerd.sock".into(),
+        op: "ExecSync",
+        timeout: Duration::from_secs(121),
+    };
+    let what = "container \"app\" of pod default/web-n1";
+    let s = exec_status(what, Duration::from_secs(1), &e);
+    assert_eq!(s.code(), tonic::Code::DeadlineExceeded);
+    assert_eq!(
+        s.message(),
+        "exec in container \"app\" of pod default/web-n1: the command did not finish within its timeout of 1s"
+    );
+    // Without a timeout of its own, it is the runtime that did not answer.
+    let s = exec_status(what, Duration::ZERO, &e);
+    assert!(
+        s.message().contains("no answer within 121s"),
+        "{}",
+        s.message()
+    );
+    let gone = RuntimeError::Rpc {
+        endpoint: "unix:///run/containerd.sock".into(),
+        op: "ExecSync",
+        status: tonic::Status::not_found("container x not found"),
+    };
+    assert_eq!(
+        exec_status(what, Duration::from_secs(1), &gone).code(),
+        tonic::Code::NotFound
     );
 }

@@ -17,9 +17,9 @@ use super::StatsSources;
 use super::debug_api::DebugApi;
 use super::images_api::ImagesApi;
 use super::reply;
+use crate::api::debug::v1::debug_server::DebugServer;
 use crate::api::stats::v1 as pb;
 use crate::pod::lookup::{LookupError, PodRef, ResolvedPod, resolve};
-use crate::api::debug::v1::debug_server::DebugServer;
 use pb::images_server::ImagesServer;
 use pb::stats_server::{Stats, StatsServer};
 
