@@ -8,6 +8,7 @@
 #                 /stats/summary latency with 100 pods sampled, beside one
 #                 ListPodSandboxStats call for the same pods.
 #   gc_select     image GC detection + selection, 10 000 images, 1 000 containers.
+#   logs          container log reads of a 10 MiB CRI log: tail, full read, follow lag and CPU.
 #   probes        crilet's CPU and RSS (and containerd's, its shims', the pods')
 #                 with 100 pods without probes, then 100 pods each probed by
 #                 httpGet every 1 s and exec every 10 s (CRILET_BENCH_PODS,
@@ -49,6 +50,7 @@ if [ -z "${CRILET_BENCH_RUNTIMES_ONLY:-}" ]; then
   cargo bench --quiet --bench mirror_start
   cargo bench --quiet --bench stats_api
   cargo bench --quiet --bench gc_select
+  cargo bench --quiet --bench logs
   cargo bench --quiet --bench probes
 fi
 

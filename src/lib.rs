@@ -8,6 +8,7 @@ pub mod config;
 pub mod cri;
 pub mod images;
 pub mod kuberuntime;
+pub mod logs;
 pub mod mirror;
 pub mod pod;
 pub mod stats;

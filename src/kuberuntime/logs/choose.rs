@@ -101,6 +101,37 @@ pub fn choose_container(
     }
 }
 
+/// The annotation naming the container `kubectl logs` and `kubectl exec`
+/// pick when none is given.
+pub const DEFAULT_CONTAINER_ANNOTATION: &str = "kubectl.kubernetes.io/default-container";
+
+/// The container a request without one means, as kubectl picks it: the
+/// annotated default if the pod has it, else the only container; else an
+/// error listing the choices.
+pub fn default_container(pod: &Pod) -> Result<String, ChooseError> {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let names: Vec<&str> = pod
+        .spec
+        .as_ref()
+        .map(|s| s.containers.iter().map(|c| c.name.as_str()).collect())
+        .unwrap_or_default();
+    let annotated = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(DEFAULT_CONTAINER_ANNOTATION));
+    if let Some(c) = annotated.filter(|c| names.contains(&c.as_str())) {
+        return Ok(c.clone());
+    }
+    match names.as_slice() {
+        [only] => Ok(only.to_string()),
+        _ => Err(ChooseError::NoLog(format!(
+            "a container name must be specified for pod {name:?}, choose one of: [{}]",
+            names.join(" ")
+        ))),
+    }
+}
+
 /// `containerd://abc` → `abc`.
 fn bare_id(id: &str) -> &str {
     id.split_once("://").map_or(id, |(_, bare)| bare)

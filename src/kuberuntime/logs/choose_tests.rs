@@ -102,3 +102,31 @@ fn the_cached_status_wins_over_the_pods_own() {
         Ok("c9".into())
     );
 }
+
+#[test]
+fn the_default_container() {
+    let mk = |containers: serde_json::Value, annotations: serde_json::Value| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "annotations": annotations},
+            "spec": {"containers": containers},
+        }))
+        .unwrap()
+    };
+    let one = mk(json!([{"name": "a"}]), json!({}));
+    assert_eq!(default_container(&one), Ok("a".into()));
+    let two = mk(json!([{"name": "a"}, {"name": "b"}]), json!({}));
+    assert_eq!(
+        default_container(&two).unwrap_err().to_string(),
+        "a container name must be specified for pod \"p\", choose one of: [a b]"
+    );
+    let annotated = mk(
+        json!([{"name": "a"}, {"name": "b"}]),
+        json!({DEFAULT_CONTAINER_ANNOTATION: "b"}),
+    );
+    assert_eq!(default_container(&annotated), Ok("b".into()));
+    let stale = mk(
+        json!([{"name": "a"}]),
+        json!({DEFAULT_CONTAINER_ANNOTATION: "gone"}),
+    );
+    assert_eq!(default_container(&stale), Ok("a".into()));
+}

@@ -12,7 +12,7 @@ mod decode;
 mod options;
 mod tail;
 
-pub use choose::{ChooseError, choose_container};
+pub use choose::{ChooseError, DEFAULT_CONTAINER_ANNOTATION, choose_container, default_container};
 pub use decode::{LogDecoder, TIMESTAMP_FORMAT};
 pub use options::{LogOptions, LogOptionsError};
 pub use tail::TailScanner;

@@ -225,8 +225,13 @@ fn systemd_slices(name: &[&str]) -> String {
 }
 
 pub fn pod_log_dir(ctx: &NodeContext, pod: &Pod) -> PathBuf {
+    pod_log_dir_under(&ctx.root_dir, pod)
+}
+
+/// `<root>/logs/<namespace>_<name>_<uid>`: where a pod's container logs go.
+pub fn pod_log_dir_under(root_dir: &std::path::Path, pod: &Pod) -> PathBuf {
     let dir = format!("{}_{}_{}", namespace(pod), name(pod), uid(pod));
-    ctx.root_dir.join("logs").join(dir)
+    root_dir.join("logs").join(dir)
 }
 
 /// `<container>/<restart>.log`, relative to [`pod_log_dir`].
