@@ -120,7 +120,7 @@ async fn exec_passes_output_and_exit_status_and_finds_the_container() {
     assert_eq!((code, out.as_str()), (Some(1), ""));
     assert!(
         err.contains(&format!(
-            "a container name must be specified for pod default/{dbg}, choose one of: [main side]"
+            "a container name must be specified for pod \"{dbg}\", choose one of: [main side]"
         )),
         "{err}"
     );
@@ -193,4 +193,191 @@ async fn exec_finds_a_pod_by_its_mirror_uid() {
         )
     });
     assert_eq!(out, "sleep 100004 ");
+}
+
+/// `crilet logs POD [flags] --socket S`.
+fn logs(agent: &AgentProcess, pod: &str, flags: &[&str]) -> (Option<i32>, String, String) {
+    let socket = agent.socket();
+    let mut args = vec!["logs", pod, "--socket", socket.to_str().unwrap()];
+    args.extend_from_slice(flags);
+    crilet(&args)
+}
+
+/// The `tick N` numbers in `text`.
+fn ticks(text: &str) -> Vec<u64> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("tick "))
+        .map(|n| n.parse().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+#[ignore = "needs the agent tests' containerd (scripts/test.sh)"]
+async fn logs_tail_limit_timestamps_follow_previous_and_by_mirror_uid() {
+    let _guard = AGENT_LOCK.lock().await;
+    let rt = agent_runtime();
+    clean_runtime(&rt).await;
+    let api = ApiServer::start().await;
+    let agent = crate::mirror_faults::start(&api);
+    agent.write(
+        "chatty.yaml",
+        &busybox_pod(
+            "chatty",
+            "Always",
+            "echo first; echo to-stderr >&2; i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.2; done",
+        ),
+    );
+    agent.write(
+        "crash.yaml",
+        &busybox_pod(
+            "crash",
+            "Always",
+            "echo instance $(cat /proc/sys/kernel/random/uuid); sleep 2; exit 1",
+        ),
+    );
+    running(&agent, "chatty", &["main"]).await;
+    let chatty = agent.pod_name("chatty");
+    // Some ticks first.
+    let out = eventually(LIMIT, || async {
+        let (code, out, _) = logs(&agent, &chatty, &[]);
+        (code == Some(0) && ticks(&out).len() >= 5).then_some(out)
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "no ticks: {:?}\n{}",
+            logs(&agent, &chatty, &[]),
+            agent.logs()
+        )
+    });
+    // Both streams, text only; each stream in its order (the runtime reads
+    // the two pipes apart, so they may interleave either way).
+    let lines: Vec<&str> = out.lines().filter(|l| *l != "to-stderr").collect();
+    assert_eq!(lines[0], "first", "{out}");
+    assert_eq!(
+        out.lines().filter(|l| *l == "to-stderr").count(),
+        1,
+        "{out}"
+    );
+    let t = ticks(&out);
+    assert!(t.iter().copied().eq(1..=t.len() as u64), "{out}");
+    assert_eq!(lines.len(), t.len() + 1, "nothing else: {out}");
+
+    // --tail: exactly the last N lines; 0 is none.
+    let (code, out, err) = logs(&agent, &chatty, &["--tail", "2"]);
+    assert_eq!(code, Some(0), "{err}");
+    let t = ticks(&out);
+    assert_eq!((out.lines().count(), t.len()), (2, 2), "{out}");
+    assert_eq!(t[1], t[0] + 1, "{out}");
+    assert_eq!(logs(&agent, &chatty, &["--tail", "0"]).1, "");
+    // --limit-bytes cuts the output; --timestamps prefixes each line.
+    assert_eq!(logs(&agent, &chatty, &["--limit-bytes", "3"]).1, "fir");
+    let (_, out, _) = logs(&agent, &chatty, &["--timestamps", "--tail", "1"]);
+    let (ts, line) = out
+        .trim_end()
+        .split_once(' ')
+        .expect("a timestamp and a line");
+    assert!(line.starts_with("tick "), "{out}");
+    let ts: jiff::Timestamp = ts.parse().unwrap_or_else(|e| panic!("{ts}: {e}"));
+    let age = jiff::Timestamp::now().duration_since(ts);
+    assert!(age.as_secs() < 30, "{out}");
+    // --since: a window in the past keeps only the newest lines.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (code, out, err) = logs(&agent, &chatty, &["--since", "1s"]);
+    assert_eq!(code, Some(0), "{err}");
+    let t = ticks(&out);
+    assert!(
+        !out.contains("first") && !t.is_empty() && t.len() <= 7,
+        "{out}"
+    );
+
+    // -f: what is there, then new lines as they are written.
+    let socket = agent.socket();
+    let mut follower = std::process::Command::new(env!("CARGO_BIN_EXE_crilet"))
+        .args(["logs", &chatty, "-f", "--tail", "1", "--socket"])
+        .arg(&socket)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = follower.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while seen.len() < 6 && std::time::Instant::now() < deadline {
+        if let Ok(l) = rx.recv_timeout(Duration::from_millis(500)) {
+            seen.push(l);
+        }
+    }
+    let _ = follower.kill();
+    let _ = follower.wait();
+    let t = ticks(&seen.join("\n"));
+    assert!(t.len() >= 6, "follow saw {seen:?}");
+    assert!(
+        t.windows(2).all(|w| w[1] == w[0] + 1),
+        "each line once, in order: {seen:?}"
+    );
+
+    // By the mirror pod's UID, once the agent knows the mirror.
+    let mirror = crate::mirror_faults::mirror_of(&api, &agent, "chatty", "created", |_| true).await;
+    let mirror_uid = mirror.metadata.uid.clone().expect("a mirror UID");
+    let by_mirror = eventually(LIMIT, || async {
+        let (code, out, _) = logs(&agent, &mirror_uid, &["--tail", "1"]);
+        (code == Some(0)).then_some(out)
+    })
+    .await
+    .expect("logs by mirror UID");
+    assert_eq!(ticks(&by_mirror).len(), 1, "{by_mirror}");
+
+    // Refusals.
+    let (code, _, err) = logs(&agent, &chatty, &["-c", "nope"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains(&format!(
+            "container \"nope\" is not in pod default/{chatty}"
+        )),
+        "{err}"
+    );
+    let (code, _, err) = logs(&agent, "default/nope", &[]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("pod default/nope"), "{err}");
+    let (code, _, err) = logs(&agent, &chatty, &["--previous"]);
+    assert_eq!(code, Some(1), "no previous instance yet");
+    assert!(err.contains("previous terminated container"), "{err}");
+
+    // --previous after a crash: the instance before the current one.
+    let crash = agent.pod_name("crash");
+    wait_for(
+        &rt,
+        &agent,
+        "crash",
+        Duration::from_secs(90),
+        "a restart",
+        |v| v.named("main").len() >= 2,
+    )
+    .await;
+    let (prev, current) = eventually(Duration::from_secs(30), || async {
+        let (code, prev, _) = logs(&agent, &crash, &["--previous"]);
+        let (_, current, _) = logs(&agent, &crash, &[]);
+        (code == Some(0) && prev.starts_with("instance ") && current.starts_with("instance "))
+            .then_some((prev, current))
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "no previous log: {:?}\n{}",
+            logs(&agent, &crash, &["--previous"]),
+            agent.logs()
+        )
+    });
+    assert_eq!(prev.lines().count(), 1, "{prev}");
+    assert_ne!(prev, current, "the previous instance's own line");
 }

@@ -236,6 +236,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     let debug = crilet::stats::debug_api::DebugApi {
         sources: sources.clone(),
         runtime: runtime.clone(),
+        root_dir: settings.root_dir.clone(),
     };
     let servers = stats_server::spawn(
         listeners,

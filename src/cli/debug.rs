@@ -23,8 +23,9 @@ pub struct LogsArgs {
     /// The pod: NAMESPACE/NAME, NAME (namespace default), or its static or
     /// mirror UID.
     pub pod: String,
-    /// The container; defaults to the pod's only container, or the one its
-    /// kubectl.kubernetes.io/default-container annotation names.
+    /// The container; defaults to the one the pod's
+    /// kubectl.kubernetes.io/default-container annotation names, else its
+    /// only container.
     #[arg(short = 'c', long)]
     pub container: Option<String>,
     /// Keep streaming new lines until the container stops.

@@ -4,15 +4,19 @@
 //! only (mode 0600): exec is root in the pod.
 //!
 //! Invariant: every request finds its pod through the pod manager
-//! (`pod::lookup`, so a mirror UID works) and its container through
-//! `pod::default_container`; an unknown pod or container is NOT_FOUND, a
-//! malformed request INVALID_ARGUMENT, each naming what was asked for.
+//! (`pod::lookup`, so a mirror UID works), a named container must be the
+//! pod's (`pod::containers`) and an unnamed one is the default
+//! (`kuberuntime::logs::default_container`, as for the kubelet server); an
+//! unknown pod or container is NOT_FOUND, a malformed request
+//! INVALID_ARGUMENT, each naming what was asked for.
 
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
+use tokio::sync::mpsc;
 use tonic::{Request, Response, Status};
 
 use super::StatsSources;
@@ -20,15 +24,18 @@ use super::grpc::pod_ref;
 use crate::api::debug::v1 as pb;
 use crate::cri::{ContainerFilter, ContainerState, Runtime, RuntimeError};
 use crate::kuberuntime::labels::{CONTAINER_NAME_LABEL, POD_UID_LABEL};
-use crate::kuberuntime::logs::LogOptions;
-use crate::pod::default_container::{ContainerChoiceError, choose_container};
-use crate::pod::lookup::{LookupError, ResolvedPod, resolve};
+use crate::kuberuntime::logs::{LogOptions, default_container};
+use crate::logs::{LocateError, locate};
+use crate::pod::containers::require_container;
+use crate::pod::lookup::{LookupError, PodRef, ResolvedPod, resolve};
 use pb::debug_server::Debug;
 
 #[derive(Clone)]
 pub struct DebugApi {
     pub sources: StatsSources,
     pub runtime: Arc<dyn Runtime>,
+    /// crilet's `--root-dir`, where relative log paths are anchored.
+    pub root_dir: PathBuf,
 }
 
 /// The pod and the container a request names.
@@ -55,7 +62,15 @@ impl DebugApi {
         let r = pod_ref(r)?;
         let view = self.sources.view();
         let pod = resolve(&view.manager, &r).map_err(lookup_status)?;
-        let container = choose_container(&pod.pod, Some(container)).map_err(choice_status)?;
+        let container = match container.trim() {
+            "" => {
+                default_container(&pod.pod).map_err(|e| Status::invalid_argument(e.to_string()))?
+            }
+            named => {
+                require_container(&pod.pod, named).map_err(|e| Status::not_found(e.to_string()))?;
+                named.to_owned()
+            }
+        };
         Ok(Target { pod, container })
     }
 
@@ -92,10 +107,10 @@ pub fn lookup_status(e: LookupError) -> Status {
     }
 }
 
-pub fn choice_status(e: ContainerChoiceError) -> Status {
+pub fn locate_status(e: LocateError) -> Status {
     match e {
-        ContainerChoiceError::NotFound { .. } => Status::not_found(e.to_string()),
-        ContainerChoiceError::NameRequired { .. } => Status::invalid_argument(e.to_string()),
+        LocateError::NotFound(m) => Status::not_found(m),
+        LocateError::BadRequest(m) => Status::invalid_argument(m),
     }
 }
 
@@ -162,11 +177,50 @@ impl Debug for DebugApi {
         req: Request<pb::ContainerLogsRequest>,
     ) -> Result<Response<LogStream>, Status> {
         let req = req.into_inner();
-        let _opts = log_options(&req)?;
+        let opts = log_options(&req)?;
         let t = self.target(req.pod, &req.container)?;
-        Err(Status::unimplemented(format!(
-            "{}: the log reader has not landed yet",
-            t.describe()
+        let view = self.sources.view();
+        let target = locate(
+            &view,
+            &self.sources.statuses,
+            self.runtime.as_ref(),
+            &self.root_dir,
+            &PodRef::Uid(t.pod.static_uid.clone()),
+            Some(&t.container),
+            opts.previous,
+        )
+        .await
+        .map_err(locate_status)?;
+        let what = t.describe();
+        let (tx, rx) = mpsc::channel::<Result<pb::LogChunk, Status>>(16);
+        let (bytes_tx, mut bytes_rx) = mpsc::channel::<bytes::Bytes>(16);
+        let reader = crate::logs::stream(target, opts, self.runtime.clone(), bytes_tx);
+        tokio::spawn(async move {
+            tokio::pin!(reader);
+            let mut result = None;
+            loop {
+                tokio::select! {
+                    r = &mut reader, if result.is_none() => result = Some(r),
+                    chunk = bytes_rx.recv() => match chunk {
+                        Some(data) => {
+                            let chunk = pb::LogChunk { data: data.to_vec() };
+                            if tx.send(Ok(chunk)).await.is_err() {
+                                return;
+                            }
+                        }
+                        // The reader ended and everything it sent is out.
+                        None => break,
+                    },
+                    // The client went away: dropping the reader stops it.
+                    _ = tx.closed() => return,
+                }
+            }
+            if let Some(Err(e)) = result {
+                let _ = tx.send(Err(Status::internal(format!("{what}: {e}")))).await;
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
         )))
     }
 

@@ -56,6 +56,7 @@ fn api(containers: &[&str]) -> DebugApi {
             samples,
         },
         runtime: Arc::new(crate::cri::FakeRuntime::new()),
+        root_dir: "/var/lib/crilet".into(),
     }
 }
 
@@ -138,7 +139,7 @@ fn lookup_failures_are_not_found_or_invalid_and_name_what_was_asked() {
             name("default", "web-n1"),
             "",
             tonic::Code::InvalidArgument,
-            "a container name must be specified for pod default/web-n1, choose one of: [app side]",
+            "a container name must be specified for pod \"web-n1\", choose one of: [app side]",
         ),
     ];
     for (r, container, code, text) in cases {
