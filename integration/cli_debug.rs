@@ -193,6 +193,30 @@ async fn exec_finds_a_pod_by_its_mirror_uid() {
         )
     });
     assert_eq!(out, "sleep 100004 ");
+
+    // The Node the agent registered says where its kubelet server is (no
+    // `--port` wired yet: 0, sent explicitly) and how to reach the node.
+    let node = api
+        .nodes()
+        .into_iter()
+        .find(|n| n.metadata.name.as_deref() == Some(NODE))
+        .expect("the node registered");
+    let status = node.status.expect("node status");
+    let endpoint = status.daemon_endpoints.and_then(|d| d.kubelet_endpoint);
+    assert_eq!(endpoint.map(|e| e.port), Some(0));
+    let addresses: Vec<(String, String)> = status
+        .addresses
+        .unwrap_or_default()
+        .into_iter()
+        .map(|a| (a.type_, a.address))
+        .collect();
+    assert_eq!(
+        addresses,
+        [
+            ("InternalIP".to_string(), "127.0.0.1".to_string()),
+            ("Hostname".to_string(), NODE.to_string())
+        ]
+    );
 }
 
 /// `crilet logs POD [flags] --socket S`.
