@@ -100,6 +100,19 @@ async fn exec_passes_output_and_exit_status_and_finds_the_container() {
     );
     let (code, out, err) = exec(&agent, &dbg, &["-c", "main"], &["true"]);
     assert_eq!((code, out.as_str(), err.as_str()), (Some(0), "", ""));
+    // A big output comes through whole (past tonic's default 4 MiB).
+    let (code, out, err) = exec(
+        &agent,
+        &dbg,
+        &["-c", "main"],
+        &["sh", "-c", "head -c 6000000 /dev/zero | tr '\\0' a"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.len() == 6_000_000 && out.bytes().all(|b| b == b'a'),
+        "{}",
+        out.len()
+    );
 
     // Every way of naming the pod, and each container by name.
     let by_ns = format!("default/{dbg}");

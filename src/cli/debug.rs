@@ -17,6 +17,11 @@ use crate::pod::lookup::PodRef;
 use crate::units::parse_duration;
 use pb::debug_client::DebugClient;
 
+/// The largest ExecSync answer the CLI accepts: the runtime's own output
+/// cap is the CRI message limit (16 MiB, the kubelet's), stdout and stderr
+/// together; tonic's default of 4 MiB would refuse a big output.
+pub const MAX_EXEC_RESPONSE: usize = 32 << 20;
+
 /// `crilet logs POD`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LogsArgs {
@@ -223,7 +228,8 @@ pub async fn exec(
     stdout: &mut impl Write,
     stderr: &mut impl Write,
 ) -> Result<i32, DebugError> {
-    let mut c = DebugClient::new(channel(socket).await?);
+    let mut c =
+        DebugClient::new(channel(socket).await?).max_decoding_message_size(MAX_EXEC_RESPONSE);
     let r = c.exec_sync(req).await?.into_inner();
     put(stdout, &r.stdout)?;
     put(stderr, &r.stderr)?;
