@@ -20,14 +20,14 @@ use tokio::sync::mpsc;
 use tonic::{Request, Response, Status};
 
 use super::StatsSources;
-use super::grpc::pod_ref;
+use super::grpc::{lookup_status, pod_ref};
 use crate::api::debug::v1 as pb;
 use crate::cri::{ContainerFilter, ContainerState, Runtime, RuntimeError};
 use crate::kuberuntime::labels::{CONTAINER_NAME_LABEL, POD_UID_LABEL};
 use crate::kuberuntime::logs::{LogOptions, default_container};
 use crate::logs::{LocateError, locate};
 use crate::pod::containers::require_container;
-use crate::pod::lookup::{LookupError, PodRef, ResolvedPod, resolve};
+use crate::pod::lookup::{PodRef, ResolvedPod, resolve};
 use pb::debug_server::Debug;
 
 #[derive(Clone)]
@@ -97,13 +97,6 @@ impl DebugApi {
             .max_by_key(|c| c.created_at)
             .map(|c| c.id)
             .ok_or_else(|| Status::failed_precondition(format!("{} is not running", t.describe())))
-    }
-}
-
-pub fn lookup_status(e: LookupError) -> Status {
-    match e {
-        LookupError::NotFound(_) => Status::not_found(e.to_string()),
-        LookupError::Invalid(_) => Status::invalid_argument(e.to_string()),
     }
 }
 

@@ -317,3 +317,172 @@ fn an_exec_that_outlives_its_timeout_says_so() {
         tonic::Code::NotFound
     );
 }
+
+mod container_logs {
+    //! The stream from the log reader to the client, on the fake runtime
+    //! and a real file: all of it, follow, the end of a followed container,
+    //! and a client that goes away.
+
+    use futures::StreamExt;
+    use serde_json::json;
+
+    use super::*;
+    use crate::cri::PodSandboxMetadata;
+    use crate::cri::{ContainerConfig, ContainerMetadata, FakeRuntime, PodSandboxConfig};
+
+    /// An API over one pod `web-n1` whose running container `app` logs to
+    /// `log`; the fake runtime and the container's ID.
+    async fn api_logging_to(log: &std::path::Path) -> (DebugApi, Arc<FakeRuntime>, String) {
+        let rt = Arc::new(FakeRuntime::new());
+        rt.add_image("busybox:latest", 10);
+        let sb = PodSandboxConfig {
+            metadata: PodSandboxMetadata {
+                name: "web-n1".into(),
+                uid: STATIC.into(),
+                namespace: "default".into(),
+                attempt: 0,
+            },
+            ..Default::default()
+        };
+        let sid = rt.run_pod_sandbox(&sb).await.unwrap();
+        let cfg = ContainerConfig {
+            metadata: ContainerMetadata {
+                name: "app".into(),
+                attempt: 0,
+            },
+            image: "busybox:latest".into(),
+            log_path: log.to_str().unwrap().into(),
+            ..Default::default()
+        };
+        let cid = rt.create_container(&sid, &cfg, &sb).await.unwrap();
+        rt.start_container(&cid).await.unwrap();
+        let mut api = api(&["app"]);
+        let status = serde_json::from_value(json!({"containerStatuses": [
+            {"name": "app", "containerID": format!("fake://{cid}"), "state": {"running": {}}},
+        ]}))
+        .unwrap();
+        api.sources
+            .statuses
+            .write()
+            .unwrap()
+            .insert(STATIC.into(), status);
+        api.runtime = rt.clone();
+        (api, rt, cid)
+    }
+
+    fn cri(line: &str) -> String {
+        format!("2026-12-01T00:00:00.000000001Z stdout F {line}\n")
+    }
+
+    async fn next_text(s: &mut LogStream) -> String {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), s.next())
+            .await
+            .expect("a chunk within 10 s")
+            .expect("the stream goes on")
+            .expect("no error");
+        String::from_utf8(chunk.data).unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_whole_log_then_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("0.log");
+        std::fs::write(&log, cri("hello") + &cri("world")).unwrap();
+        let (api, _, _) = api_logging_to(&log).await;
+        let req = pb::ContainerLogsRequest {
+            pod: uid(MIRROR),
+            ..Default::default()
+        };
+        let s = api.container_logs(Request::new(req)).await.unwrap();
+        let chunks: Vec<_> = s.into_inner().collect().await;
+        let text: String = chunks
+            .into_iter()
+            .map(|c| String::from_utf8(c.unwrap().data).unwrap())
+            .collect();
+        assert_eq!(text, "hello\nworld\n");
+    }
+
+    #[tokio::test]
+    async fn follow_sends_new_lines_and_ends_with_the_container() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("0.log");
+        std::fs::write(&log, cri("one")).unwrap();
+        let (api, rt, cid) = api_logging_to(&log).await;
+        let req = pb::ContainerLogsRequest {
+            pod: name("default", "web-n1"),
+            follow: true,
+            ..Default::default()
+        };
+        let mut s = api
+            .container_logs(Request::new(req))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(next_text(&mut s).await, "one\n");
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        std::io::Write::write_all(&mut f, cri("two").as_bytes()).unwrap();
+        assert_eq!(next_text(&mut s).await, "two\n");
+        // The container stops: the stream ends by itself, without error.
+        rt.exit_container(&cid, 0);
+        let end = tokio::time::timeout(Duration::from_secs(10), s.next()).await;
+        assert!(matches!(end, Ok(None)), "{end:?}");
+    }
+
+    #[tokio::test]
+    async fn a_client_that_goes_away_stops_the_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("0.log");
+        std::fs::write(&log, cri("one")).unwrap();
+        let (api, rt, _) = api_logging_to(&log).await;
+        // The API's clone, the test's, and the reader's while it runs.
+        let baseline = Arc::strong_count(&rt);
+        let req = pb::ContainerLogsRequest {
+            pod: uid(STATIC),
+            follow: true,
+            ..Default::default()
+        };
+        let mut s = api
+            .container_logs(Request::new(req))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(next_text(&mut s).await, "one\n");
+        assert!(
+            Arc::strong_count(&rt) > baseline,
+            "the reader holds the runtime"
+        );
+        drop(s);
+        let mut left = Arc::strong_count(&rt);
+        for _ in 0..100 {
+            if left == baseline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            left = Arc::strong_count(&rt);
+        }
+        assert_eq!(left, baseline, "the reader still runs");
+    }
+
+    #[tokio::test]
+    async fn a_container_without_a_previous_instance_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("0.log");
+        std::fs::write(&log, cri("one")).unwrap();
+        let (api, _, _) = api_logging_to(&log).await;
+        let req = pb::ContainerLogsRequest {
+            pod: uid(STATIC),
+            previous: true,
+            ..Default::default()
+        };
+        let Err(e) = api.container_logs(Request::new(req)).await else {
+            panic!("a previous log was found");
+        };
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(
+            e.message()
+                .contains("previous terminated container \"app\""),
+            "{}",
+            e.message()
+        );
+    }
+}

@@ -63,7 +63,7 @@ impl StatsApi {
     fn resolve(&self, r: Option<pb::PodRef>) -> Result<ResolvedPod, Status> {
         let r = pod_ref(r)?;
         let view = self.sources.view();
-        resolve(&view.manager, &r).map_err(status)
+        resolve(&view.manager, &r).map_err(lookup_status)
     }
 
     fn sample(&self) -> Result<std::sync::Arc<super::assemble::Sample>, Status> {
@@ -99,7 +99,8 @@ pub fn pod_ref(r: Option<pb::PodRef>) -> Result<PodRef, Status> {
     }
 }
 
-fn status(e: LookupError) -> Status {
+/// NOT_FOUND or INVALID_ARGUMENT, with the lookup's words.
+pub fn lookup_status(e: LookupError) -> Status {
     match e {
         LookupError::NotFound(_) => Status::not_found(e.to_string()),
         LookupError::Invalid(_) => Status::invalid_argument(e.to_string()),
@@ -212,7 +213,7 @@ impl Stats for StatsApi {
             None => None,
         };
         if let Some(r) = &wanted {
-            resolve(&self.sources.view().manager, r).map_err(status)?;
+            resolve(&self.sources.view().manager, r).map_err(lookup_status)?;
         }
         let sources = self.sources.clone();
         let stream = tokio_stream::wrappers::WatchStream::new(self.sources.samples.clone())
