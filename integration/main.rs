@@ -16,6 +16,7 @@ mod apiserver;
 mod apiserver_tests;
 mod bad_endpoint;
 mod cli;
+mod cli_debug;
 mod cri;
 mod crictl;
 mod events;
