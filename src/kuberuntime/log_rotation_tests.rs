@@ -75,7 +75,9 @@ fn apply(dir: &mut BTreeSet<String>, log: &str, steps: &[Step]) -> Result<(), St
 
 #[test]
 fn table() {
-    let cases: Vec<(&str, Option<u64>, Vec<&str>, RotatePolicy, Decision)> = vec![
+    // (what, size, listing, policy, decision)
+    type Case<'a> = (&'a str, Option<u64>, Vec<&'a str>, RotatePolicy, Decision);
+    let cases: Vec<Case> = vec![
         (
             "missing log: reopen only",
             None,
