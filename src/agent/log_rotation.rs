@@ -195,7 +195,12 @@ impl LogRotation {
                     Err(e) if e.kind() == io::ErrorKind::NotFound => None,
                     Err(e) => return Err(("stat", log, e)),
                 };
-                let listing = list_dir(&dir).map_err(|e| ("list", dir, e))?;
+                // Only a rotation reads the siblings; a missing log (or
+                // directory) is only reopened.
+                let listing = match size {
+                    Some(_) => list_dir(&dir).map_err(|e| ("list", dir, e))?,
+                    None => Vec::new(),
+                };
                 Ok((size, listing))
             }
         })
