@@ -25,6 +25,7 @@ mod gc_agent;
 mod gc_support;
 mod kube;
 mod lifecycle;
+mod log_rotation;
 mod manifest_server;
 mod mirror;
 mod mirror_client;

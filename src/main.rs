@@ -300,6 +300,21 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     };
     // Image GC collects once the runtime answers.
     tokio::spawn(image_gc.clone().run(cancel.clone()));
+    // Container log rotation, unless a negative max size turned it off.
+    match settings.container_logs.rotation() {
+        Some(policy) => {
+            let rotation = crilet::agent::log_rotation::LogRotation {
+                runtime: runtime.clone(),
+                policy,
+                monitor_interval: settings.container_logs.monitor_interval,
+                max_workers: settings.container_logs.max_workers,
+                root_dir: settings.root_dir.clone(),
+                now: jiff::Timestamp::now,
+            };
+            tokio::spawn(rotation.run(cancel.clone()));
+        }
+        None => tracing::info!("container log rotation off (negative --container-log-max-size)"),
+    }
     let agent = Agent {
         runtime,
         statuses,
