@@ -158,6 +158,7 @@ async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
         socket.clone(),
         grpc::StatsApi::new(sources.clone()),
         None,
+        None,
         cancel.clone(),
     ));
     let http_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

@@ -17,6 +17,13 @@ use crate::support::{eventually, runtime_kind};
 pub const NODE: &str = "crilet-node";
 pub const CGROUP_ROOT_NAME: &str = "crilet-agent-test";
 
+/// The agents' `--cgroup-root` (without the slash):
+/// CRILET_AGENT_TEST_CGROUP_ROOT, or [`CGROUP_ROOT_NAME`], so that a second
+/// agent-test run on the machine keeps to its own cgroups.
+pub fn cgroup_root_name() -> String {
+    std::env::var("CRILET_AGENT_TEST_CGROUP_ROOT").unwrap_or_else(|_| CGROUP_ROOT_NAME.into())
+}
+
 /// Serialises the agent tests.
 pub static AGENT_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -120,7 +127,7 @@ impl AgentProcess {
             ])
             .arg("--root-dir")
             .arg(self.root.path())
-            .args(["--cgroup-root", &format!("/{CGROUP_ROOT_NAME}")])
+            .args(["--cgroup-root", &format!("/{}", cgroup_root_name())])
             .args(["--node-ip", "127.0.0.1"])
             .arg("--socket")
             .arg(self.socket())
@@ -229,9 +236,10 @@ pub async fn clean_runtime(rt: &CriRuntime) {
     remove_all_pods(rt).await;
     let root = Path::new(CGROUP_ROOT);
     for h in std::fs::read_dir(root).into_iter().flatten().flatten() {
-        let dir = h.path().join(CGROUP_ROOT_NAME);
+        let name = cgroup_root_name();
+        let dir = h.path().join(&name);
         if dir.is_dir() {
-            let _ = crilet::agent::cgroup::remove_pod_cgroup(&h.path(), CGROUP_ROOT_NAME);
+            let _ = crilet::agent::cgroup::remove_pod_cgroup(&h.path(), &name);
         }
     }
 }
@@ -336,7 +344,7 @@ fn cgroup_left(uid: &str) -> Vec<PathBuf> {
         .flat_map(|q| {
             pod_cgroup_dirs(
                 Path::new(CGROUP_ROOT),
-                &format!("/{CGROUP_ROOT_NAME}/{q}/pod{uid}"),
+                &format!("/{}/{q}/pod{uid}", cgroup_root_name()),
             )
         })
         .collect()

@@ -255,14 +255,26 @@ async fn dead_container_gc_keeps_the_newest_exited_instance() {
         unseen_sources: crilet::pod::view::UnseenSources::new(["file"]),
         ..AgentView::default()
     }));
+    // A rotated file beside attempt 0's log: it goes with the container.
+    let app = p.log_dir.path().join("app");
+    std::fs::write(app.join("0.log.20260101-120000.gz"), "rotated").unwrap();
+    // The runtime reports absolute log paths: no root dir is needed.
+    let root = std::path::Path::new("/nonexistent");
     // The pod is not known to be gone (sources not all seen): only the surplus.
-    assert_eq!(container_gc::collect(&rt, &rx).await, 3);
+    assert_eq!(container_gc::collect(&rt, &rx, root).await, 3);
     use ContainerState::{Exited, Running};
     assert_eq!(attempts_left(&rt).await, [(3, Exited), (4, Running)]);
-    assert_eq!(container_gc::collect(&rt, &rx).await, 0, "stable");
+    // The removed attempts' logs went with them (the kubelet's Clean).
+    let mut logs: Vec<String> = std::fs::read_dir(&app)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    logs.sort();
+    assert_eq!(logs, ["3.log", "4.log"]);
+    assert_eq!(container_gc::collect(&rt, &rx, root).await, 0, "stable");
     // Every source seen and none wants the pod: its exited container goes.
     tx.send_replace(Arc::new(AgentView::default()));
-    assert_eq!(container_gc::collect(&rt, &rx).await, 1);
+    assert_eq!(container_gc::collect(&rt, &rx, root).await, 1);
     assert_eq!(attempts_left(&rt).await, [(4, Running)]);
     clean(&rt).await;
 }

@@ -26,7 +26,7 @@ pub const ADMIN_ENV: &str = "CRILET_KUBE_ADMIN_KUBECONFIG";
 pub const NODE_DIR_ENV: &str = "CRILET_KUBE_NODE_KUBECONFIG_DIR";
 /// The nodes the lab holds credentials for; keep in step with
 /// `scripts/apiserver-env.sh` (NODES).
-pub const NODES: [&str; 10] = [
+pub const NODES: [&str; 11] = [
     "crilet-node-1",
     "crilet-node-2",
     "crilet-node-3",
@@ -37,6 +37,7 @@ pub const NODES: [&str; 10] = [
     "crilet-node-8",
     "crilet-node-9",
     "crilet-node-10",
+    "crilet-node-11",
 ];
 
 static CLAIMED: Mutex<Option<HashSet<String>>> = Mutex::new(None);

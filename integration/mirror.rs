@@ -127,6 +127,20 @@ async fn mirror_pod_lifecycle() {
         .flatten()
         .find(|a| a.type_ == "InternalIP");
     assert_eq!(internal.map(|a| a.address.as_str()), Some("127.0.0.1"));
+    let hostname = status
+        .addresses
+        .iter()
+        .flatten()
+        .find(|a| a.type_ == "Hostname");
+    assert_eq!(hostname.map(|a| &a.address), Some(&node.name));
+    // The port `crilet run` was given for its kubelet server; none here
+    // (the flag is not wired yet), so the Node says 0.
+    let port = status
+        .daemon_endpoints
+        .as_ref()
+        .and_then(|d| d.kubelet_endpoint.as_ref())
+        .map(|e| e.port);
+    assert_eq!(port, Some(0), "{status:?}");
     let info = status.node_info.expect("nodeInfo");
     // <runtime name>://<version>, as the kubelet writes it.
     let scheme = format!("{}://", runtime_kind().runtime_name());

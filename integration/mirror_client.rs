@@ -68,6 +68,7 @@ async fn the_node_client_against_the_real_api_server() {
         "127.0.0.1",
         "containerd://test",
         &system,
+        10250,
         now,
         now,
     );
@@ -78,8 +79,30 @@ async fn the_node_client_against_the_real_api_server() {
     let node_uid = created.metadata.uid.clone().expect("a node uid");
     let stored = lab.node(&node.name).await.expect("the node");
     let stored = stored.status.expect("the status sent on create");
-    let addresses = stored.addresses.unwrap_or_default();
-    assert_eq!(addresses[0].address, "127.0.0.1", "{addresses:?}");
+    let addresses: Vec<(String, String)> = stored
+        .addresses
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|a| (a.type_, a.address))
+        .collect();
+    assert_eq!(
+        addresses,
+        [
+            ("InternalIP".to_string(), "127.0.0.1".to_string()),
+            ("Hostname".to_string(), node.name.clone())
+        ]
+    );
+    // Where the API server dials the kubelet server: the port kept.
+    let port = |n: &k8s_openapi::api::core::v1::Node| {
+        n.status
+            .as_ref()
+            .and_then(|s| s.daemon_endpoints.as_ref())
+            .and_then(|d| d.kubelet_endpoint.as_ref())
+            .map(|e| e.port)
+    };
+    let node_now = lab.node(&node.name).await.expect("the node");
+    assert_eq!(port(&node_now), Some(10250), "{stored:?}");
     let info = stored.node_info.expect("nodeInfo");
     assert_eq!(
         (info.kernel_version.as_str(), info.os_image.as_str()),
@@ -91,10 +114,15 @@ async fn the_node_client_against_the_real_api_server() {
         "127.0.0.1",
         "containerd://test",
         &system,
+        0,
         later,
         now,
     );
     client.patch_node_status(&node.name, &status).await.unwrap();
+    // A later run without a kubelet server (`--port 0`) clears the port:
+    // the patch carries 0 instead of leaving 10250 behind.
+    let patched = lab.node(&node.name).await.expect("the node");
+    assert_eq!(port(&patched), Some(0), "{:?}", patched.status);
     // The lease is created, then renewed.
     client
         .renew_lease(&node_lease(&node.name, &node_uid, now))

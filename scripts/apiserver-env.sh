@@ -27,7 +27,8 @@ ETCD_PORT=${CRILET_KUBE_TEST_ETCD_PORT:-12379}
 LAB=${CRILET_LAB_DIR:-$ROOT/../shared/lab}
 # Keep in step with integration/kube.rs (NODES).
 NODES=(crilet-node-1 crilet-node-2 crilet-node-3 crilet-node-4 crilet-node-5
-       crilet-node-6 crilet-node-7 crilet-node-8 crilet-node-9 crilet-node-10)
+       crilet-node-6 crilet-node-7 crilet-node-8 crilet-node-9 crilet-node-10
+       crilet-node-11)
 
 [ -x "$LAB/apiserver-up.sh" ] || die "no $LAB/apiserver-up.sh: set CRILET_LAB_DIR to the lab's directory"
 

@@ -47,6 +47,8 @@ RT="$ROOT/scripts/runtime.sh"
 # The operator's crictl (not packaged for Debian 12): from ../shared/bin.
 CRILET_CRICTL=$(bash "$ROOT/../shared/lab/bin.sh" crictl) || die "no crictl: ../shared/lab/bin.sh crictl failed"
 export CRILET_CRICTL
+CRILET_KUBECTL=$(bash "$ROOT/../shared/lab/bin.sh" kubectl) || die "no kubectl: ../shared/lab/bin.sh kubectl failed"
+export CRILET_KUBECTL
 export CTRLAB_REGISTRY_ADDR=127.0.0.1:5000
 UP_NOW=()
 instances() { # KIND -> "dir bridge cidr cgroup-root" for cri, agent and gc

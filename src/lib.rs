@@ -27,8 +27,16 @@ pub(crate) mod proto {
 }
 
 /// crilet's own stats API (`proto/crilet/stats/v1/stats.proto`): the server
-/// in `stats::grpc`, the client for the CLI and tests.
+/// in `stats::grpc`, the client for the CLI and tests; and its debugging
+/// API (`proto/crilet/debug/v1/debug.proto`), served by `stats::debug_api`.
 pub mod api {
+    pub mod debug {
+        pub mod v1 {
+            #![allow(clippy::all, clippy::pedantic)]
+            tonic::include_proto!("crilet.debug.v1");
+        }
+    }
+
     pub mod stats {
         pub mod v1 {
             #![allow(clippy::all, clippy::pedantic)]

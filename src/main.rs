@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use crilet::agent::config::{LogFormat, RunArgs};
-use crilet::cli::{OutputFormat, agent_client, runtime_info};
+use crilet::cli::{OutputFormat, agent_client, debug, runtime_info};
 use crilet::cri::{CriRuntime, DEFAULT_ENDPOINT, RuntimeError, RuntimeOptions};
 use crilet::images::disk::Statvfs;
 use crilet::units::parse_duration;
@@ -54,6 +54,11 @@ enum Command {
     /// List the runtime's images as image GC sees them: size, last used,
     /// in use, pinned.
     Images(AgentArgs),
+    /// Print a container's log (as `kubectl logs`), through the agent.
+    Logs(debug::LogsArgs),
+    /// Run a command in a container (as `kubectl exec`, not interactive),
+    /// through the agent; exits with the command's status.
+    Exec(debug::ExecArgs),
     /// Image garbage collection: with --dry-run, what would be removed now
     /// and why (nothing is removed; the agent collects on its own period).
     Gc {
@@ -163,7 +168,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let plan = agent_client::plan_image_gc(&a.socket).await?;
             print_as(a.output, &plan, |p| p.report.clone())
         }
+        Command::Logs(a) => {
+            let req = debug::logs_request(&a)?;
+            Ok(debug::logs(&a.socket, req, &mut std::io::stdout()).await?)
+        }
+        Command::Exec(_) => unreachable!("`crilet exec` runs through exec_command"),
     }
+}
+
+/// `crilet exec`: the command's exit status becomes ours.
+async fn exec_command(a: debug::ExecArgs) -> anyhow::Result<ExitCode> {
+    let req = debug::exec_request(&a)?;
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+    let code = debug::exec(&a.socket, req, &mut out, &mut err).await?;
+    Ok(ExitCode::from(debug::exit_status(code)))
 }
 
 /// `crilet run`: start the agent and run until SIGTERM or SIGINT; pods are
@@ -216,6 +234,11 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     );
     metrics.set_image_gc(image_gc.counters());
     let probe_recorder: Arc<dyn crilet::agent::prober::manager::ProbeRecorder> = metrics.clone();
+    let debug = crilet::stats::debug_api::DebugApi {
+        sources: sources.clone(),
+        runtime: runtime.clone(),
+        root_dir: settings.root_dir.clone(),
+    };
     let kubelet_handlers = crilet::server::handlers::Handlers {
         sources: sources.clone(),
         http: crilet::stats::http::HttpApi {
@@ -231,6 +254,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         Some(crilet::stats::images_api::ImagesApi {
             gc: image_gc.clone(),
         }),
+        debug,
         metrics,
         cancel.clone(),
     );
@@ -298,6 +322,21 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     };
     // Image GC collects once the runtime answers.
     tokio::spawn(image_gc.clone().run(cancel.clone()));
+    // Container log rotation, unless a negative max size turned it off.
+    match settings.container_logs.rotation() {
+        Some(policy) => {
+            let rotation = crilet::agent::log_rotation::LogRotation {
+                runtime: runtime.clone(),
+                policy,
+                monitor_interval: settings.container_logs.monitor_interval,
+                max_workers: settings.container_logs.max_workers,
+                root_dir: settings.root_dir.clone(),
+                now: jiff::Timestamp::now,
+            };
+            tokio::spawn(rotation.run(cancel.clone()));
+        }
+        None => tracing::info!("container log rotation off (negative --container-log-max-size)"),
+    }
     let agent = Agent {
         runtime,
         statuses,
@@ -352,6 +391,9 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
                 node_ip,
                 runtime_version,
                 system: crilet::agent::node::read_node_system(),
+                // The kubelet server's port (0 with `--port 0`): where the
+                // API server sends logs, exec, attach and port-forward.
+                kubelet_port: settings.kubelet_server.port,
                 view: handles.view.clone(),
                 statuses: handles.statuses.clone(),
                 status_changed: handles.status_changed.clone(),
@@ -378,6 +420,7 @@ mod stats_server {
 
     use anyhow::Context;
     use crilet::agent::config::ServeSettings;
+    use crilet::stats::debug_api::DebugApi;
     use crilet::stats::grpc::{self, StatsApi, TlsFiles};
     use crilet::stats::http::{self, HttpApi};
     use crilet::stats::images_api::ImagesApi;
@@ -431,6 +474,7 @@ mod stats_server {
         l: Listeners,
         sources: StatsSources,
         images: Option<ImagesApi>,
+        debug: DebugApi,
         metrics: Arc<Metrics>,
         cancel: CancellationToken,
     ) -> Vec<tokio::task::JoinHandle<()>> {
@@ -439,7 +483,7 @@ mod stats_server {
         let (listener, path) = l.unix;
         let (a, i, c) = (api.clone(), images.clone(), cancel.clone());
         tasks.push(tokio::spawn(async move {
-            if let Err(e) = grpc::serve_unix(listener, path, a, i, c).await {
+            if let Err(e) = grpc::serve_unix(listener, path, a, i, Some(debug), c).await {
                 tracing::error!(error = %e, "the stats socket stopped");
             }
         }));
@@ -535,8 +579,14 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
+    let result = rt.block_on(async {
+        match cli.command {
+            Command::Exec(a) => exec_command(a).await,
+            command => run(Cli { command }).await.map(|()| ExitCode::SUCCESS),
+        }
+    });
+    match result {
+        Ok(code) => code,
         Err(err) => {
             eprintln!("crilet: error: {}", one_line(&err));
             ExitCode::FAILURE

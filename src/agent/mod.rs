@@ -19,6 +19,7 @@ pub mod config;
 pub mod container_events;
 pub mod container_gc;
 pub mod hostpath;
+pub mod log_rotation;
 pub mod node;
 pub mod observe;
 mod pleg;
@@ -134,6 +135,7 @@ impl Agent {
             self.runtime.clone(),
             view_rx.clone(),
             container_gc::CONTAINER_GC_PERIOD,
+            self.node.root_dir.clone(),
             cancel.clone(),
         ));
         let (mirrors_tx, mirrors_rx) = mpsc::channel(16);

@@ -58,7 +58,9 @@ pub async fn plan_image_gc(socket: &Path) -> Result<pb::ImageGcPlan, ClientError
         .into_inner())
 }
 
-async fn channel(socket: &Path) -> Result<Channel, ClientError> {
+/// A channel to the agent's socket, dialled now so that a missing agent
+/// is reported at once, in words.
+pub async fn channel(socket: &Path) -> Result<Channel, ClientError> {
     let path = socket.to_path_buf();
     if !path.exists() {
         return Err(ClientError::NoSocket(path));

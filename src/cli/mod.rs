@@ -3,6 +3,7 @@
 //! The top layer (beside `main`): may import any module of the crate.
 
 pub mod agent_client;
+pub mod debug;
 pub mod runtime_info;
 
 /// How a command prints its result.

@@ -1,8 +1,8 @@
 //! The kubelet's pod semantics over CRI (the kubelet's own name for this
 //! layer): labels, the Pod -> CRI mapping, the plan, crash back-off, pod
 //! status, termination messages, reading observations, dead-container
-//! selection, the PLEG's decisions (events or relist), and the pure half
-//! of probes and lifecycle hooks (`prober`).
+//! selection, the container log rotation plan, the PLEG's decisions (events
+//! or relist), and the pure half of probes and lifecycle hooks (`prober`).
 //!
 //! Invariant: pure functions over domain types. No tokio tasks, no
 //! filesystem, no network; imports only `cri` (types), `pod` and `units`.
@@ -11,6 +11,7 @@
 pub mod backoff;
 pub mod container_gc;
 pub mod labels;
+pub mod log_rotation;
 pub mod logs;
 pub mod mapping;
 pub mod observe;

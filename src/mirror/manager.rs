@@ -33,6 +33,8 @@ pub struct MirrorManager {
     pub node_ip: String,
     pub runtime_version: String,
     pub system: NodeSystem,
+    /// The kubelet server's port for `daemonEndpoints` (`--port`); 0: none.
+    pub kubelet_port: u16,
     pub view: watch::Receiver<Arc<AgentView>>,
     pub statuses: StatusCache,
     /// Changes whenever a static pod's status changes.
@@ -47,10 +49,13 @@ impl MirrorManager {
         let (seen_tx, seen_rx) = watch::channel::<BTreeMap<String, Pod>>(BTreeMap::new());
         tokio::spawn(node_loop(
             self.client.clone(),
-            self.node_name.clone(),
-            self.node_ip.clone(),
-            self.runtime_version.clone(),
-            self.system.clone(),
+            NodeFacts {
+                name: self.node_name.clone(),
+                ip: self.node_ip.clone(),
+                runtime_version: self.runtime_version.clone(),
+                system: self.system.clone(),
+                kubelet_port: self.kubelet_port,
+            },
             node_tx,
             cancel.clone(),
         ));
@@ -65,23 +70,38 @@ impl MirrorManager {
     }
 }
 
-/// Gets or creates the Node, then keeps its status and lease fresh.
-async fn node_loop(
-    client: Arc<dyn MirrorClient>,
+/// What the node loop reports, fixed for the agent's life.
+struct NodeFacts {
     name: String,
     ip: String,
     runtime_version: String,
     system: NodeSystem,
+    kubelet_port: u16,
+}
+
+/// Gets or creates the Node, then keeps its status and lease fresh.
+async fn node_loop(
+    client: Arc<dyn MirrorClient>,
+    facts: NodeFacts,
     node_tx: watch::Sender<Option<NodeRef>>,
     cancel: CancellationToken,
 ) {
+    let name = facts.name.clone();
     let ready_since = jiff::Timestamp::now();
     // The last error logged: a new kind of failure is logged, a repeat is not.
     let mut failing: Option<String> = None;
     loop {
         let result: Result<NodeRef, MirrorError> = async {
             let now = jiff::Timestamp::now();
-            let status = node_status(&name, &ip, &runtime_version, &system, now, ready_since);
+            let status = node_status(
+                &name,
+                &facts.ip,
+                &facts.runtime_version,
+                &facts.system,
+                facts.kubelet_port,
+                now,
+                ready_since,
+            );
             // As the kubelet registers: the status goes with the create, so
             // the Node never exists without its addresses and conditions.
             let node = match client.get_node(&name).await? {
@@ -368,6 +388,7 @@ mod tests {
             node_ip: "192.0.2.1".into(),
             runtime_version: "containerd://1".into(),
             system: NodeSystem::default(),
+            kubelet_port: 10250,
             view,
             statuses,
             status_changed,
@@ -488,10 +509,13 @@ mod tests {
         let cancel = CancellationToken::new();
         let task = tokio::spawn(node_loop(
             client.clone(),
-            "node-a".into(),
-            "192.0.2.1".into(),
-            "containerd://1".into(),
-            NodeSystem::default(),
+            NodeFacts {
+                name: "node-a".into(),
+                ip: "192.0.2.1".into(),
+                runtime_version: "containerd://1".into(),
+                system: NodeSystem::default(),
+                kubelet_port: 10250,
+            },
             node_tx,
             cancel.clone(),
         ));
@@ -510,6 +534,8 @@ mod tests {
         let registered = client.get_node("node-a").await.unwrap().unwrap();
         let status = registered.status.expect("registered with a status");
         assert_eq!(status.addresses.unwrap()[0].address, "192.0.2.1");
+        let endpoint = status.daemon_endpoints.and_then(|d| d.kubelet_endpoint);
+        assert_eq!(endpoint.map(|e| e.port), Some(10250));
         assert_eq!(Some(node.uid), registered.metadata.uid);
         tokio::time::sleep(RESYNC_PERIOD + Duration::from_millis(1)).await;
         cancel.cancel();

@@ -3,7 +3,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeStatus, NodeSystemInfo};
+use k8s_openapi::api::core::v1::{
+    DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeStatus,
+    NodeSystemInfo,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference, Time};
 
 /// Namespace of node heartbeats.
@@ -53,16 +56,31 @@ pub struct NodeSystem {
     pub system_uuid: String,
 }
 
-/// What the node reports: Ready, its addresses and its software.
+/// What the node reports: Ready, its addresses (`InternalIP` = `ip`,
+/// `Hostname` = `name`: crilet's node name is its hostname, or
+/// `--hostname-override`, as the kubelet's), the port of its kubelet
+/// server and its software.
+///
+/// `kubelet_port` 0 means no kubelet server (`--port 0`): the kubelet
+/// reports its configured port as it is, so 0 is sent too, explicitly. A
+/// status patch without it would leave a port from an earlier run in
+/// place, and the API server would keep dialling it; with 0 it falls back
+/// to its own `--kubelet-port` default, as for a node that never said.
 pub fn node_status(
     name: &str,
     ip: &str,
     runtime_version: &str,
     system: &NodeSystem,
+    kubelet_port: u16,
     now: jiff::Timestamp,
     ready_since: jiff::Timestamp,
 ) -> NodeStatus {
     NodeStatus {
+        daemon_endpoints: Some(NodeDaemonEndpoints {
+            kubelet_endpoint: Some(DaemonEndpoint {
+                port: i32::from(kubelet_port),
+            }),
+        }),
         conditions: Some(vec![NodeCondition {
             type_: "Ready".into(),
             status: "True".into(),
@@ -133,6 +151,7 @@ mod tests {
             "192.0.2.7",
             "containerd://1.6.20",
             &NodeSystem::default(),
+            10250,
             t,
             t,
         );
@@ -159,18 +178,61 @@ mod tests {
             boot_id: "b".into(),
             system_uuid: "u".into(),
         };
-        let s = node_status("node-a", "192.0.2.7", "containerd://1.6.20", &system, t, t);
+        let s = node_status(
+            "node-a",
+            "192.0.2.7",
+            "containerd://1.6.20",
+            &system,
+            10250,
+            t,
+            t,
+        );
         let c = &s.conditions.unwrap()[0];
         assert_eq!((c.type_.as_str(), c.status.as_str()), ("Ready", "True"));
-        let a = s.addresses.unwrap();
-        assert_eq!(a[0].address, "192.0.2.7");
-        assert_eq!(a[1].type_, "Hostname");
+        let a: Vec<(String, String)> = s
+            .addresses
+            .unwrap()
+            .into_iter()
+            .map(|a| (a.type_, a.address))
+            .collect();
+        assert_eq!(
+            a,
+            [
+                ("InternalIP".to_string(), "192.0.2.7".to_string()),
+                ("Hostname".to_string(), "node-a".to_string())
+            ]
+        );
         let info = s.node_info.unwrap();
         assert_eq!(info.container_runtime_version, "containerd://1.6.20");
         assert_eq!(info.kernel_version, "6.1.0-18-amd64");
         assert_eq!(info.os_image, "Debian GNU/Linux 12 (bookworm)");
         let ids = (info.machine_id, info.boot_id, info.system_uuid);
         assert_eq!(ids, ("m".into(), "b".into(), "u".into()));
+    }
+
+    fn kubelet_port(s: &NodeStatus) -> Option<i32> {
+        Some(s.daemon_endpoints.as_ref()?.kubelet_endpoint.as_ref()?.port)
+    }
+
+    #[test]
+    fn the_kubelet_endpoint_carries_the_servers_port() {
+        let t = jiff::Timestamp::from_second(100).unwrap();
+        let s = |port| node_status("n", "192.0.2.7", "c", &NodeSystem::default(), port, t, t);
+        for port in [10250, 1, 65535, 12345] {
+            assert_eq!(kubelet_port(&s(port)), Some(i32::from(port)), "{port}");
+        }
+        // No server: 0 is sent, not left out, so a patch clears an old port.
+        assert_eq!(kubelet_port(&s(0)), Some(0));
+        let patch = serde_json::json!({ "status": s(0) });
+        assert_eq!(
+            patch["status"]["daemonEndpoints"],
+            serde_json::json!({ "kubeletEndpoint": { "Port": 0 } })
+        );
+        let patch = serde_json::json!({ "status": s(10250) });
+        assert_eq!(
+            patch["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"],
+            10250
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! bytes they read and the time they observed.
 //! The ground floor: imports nothing from the crate but `units`.
 
+pub mod containers;
 pub mod defaults;
 pub mod lookup;
 pub mod manager;

@@ -1,6 +1,8 @@
 //! The gRPC server of `crilet.stats.v1.Stats`, with gRPC health and
 //! reflection, on a unix socket (mode 0600) and optionally on TCP with TLS.
-//! The API is read-only: every method answers from snapshots.
+//! The stats API is read-only: every method answers from snapshots. The
+//! debug service (`crilet.debug.v1.Debug`: logs, exec) is served on the
+//! unix socket only.
 
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -12,8 +14,10 @@ use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic::{Request, Response, Status};
 
 use super::StatsSources;
+use super::debug_api::DebugApi;
 use super::images_api::ImagesApi;
 use super::reply;
+use crate::api::debug::v1::debug_server::DebugServer;
 use crate::api::stats::v1 as pb;
 use crate::pod::lookup::{LookupError, PodRef, ResolvedPod, resolve};
 use pb::images_server::ImagesServer;
@@ -59,7 +63,7 @@ impl StatsApi {
     fn resolve(&self, r: Option<pb::PodRef>) -> Result<ResolvedPod, Status> {
         let r = pod_ref(r)?;
         let view = self.sources.view();
-        resolve(&view.manager, &r).map_err(status)
+        resolve(&view.manager, &r).map_err(lookup_status)
     }
 
     fn sample(&self) -> Result<std::sync::Arc<super::assemble::Sample>, Status> {
@@ -95,7 +99,8 @@ pub fn pod_ref(r: Option<pb::PodRef>) -> Result<PodRef, Status> {
     }
 }
 
-fn status(e: LookupError) -> Status {
+/// NOT_FOUND or INVALID_ARGUMENT, with the lookup's words.
+pub fn lookup_status(e: LookupError) -> Status {
     match e {
         LookupError::NotFound(_) => Status::not_found(e.to_string()),
         LookupError::Invalid(_) => Status::invalid_argument(e.to_string()),
@@ -208,7 +213,7 @@ impl Stats for StatsApi {
             None => None,
         };
         if let Some(r) = &wanted {
-            resolve(&self.sources.view().manager, r).map_err(status)?;
+            resolve(&self.sources.view().manager, r).map_err(lookup_status)?;
         }
         let sources = self.sources.clone();
         let stream = tokio_stream::wrappers::WatchStream::new(self.sources.samples.clone())
@@ -238,17 +243,21 @@ impl Stats for StatsApi {
     }
 }
 
-/// The stats (and, when given, images) service with health and
+/// The stats (and, when given, images and debug) services with health and
 /// reflection on `server` (plain for the unix socket, TLS for TCP).
 async fn router(
     mut server: Server,
     api: StatsApi,
     images: Option<ImagesApi>,
+    debug: Option<DebugApi>,
 ) -> tonic::transport::server::Router {
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<StatsServer<StatsApi>>().await;
     if images.is_some() {
         reporter.set_serving::<ImagesServer<ImagesApi>>().await;
+    }
+    if debug.is_some() {
+        reporter.set_serving::<DebugServer<DebugApi>>().await;
     }
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
@@ -264,6 +273,7 @@ async fn router(
         .add_service(reflection_v1alpha)
         .add_service(StatsServer::new(api))
         .add_optional_service(images.map(ImagesServer::new))
+        .add_optional_service(debug.map(DebugServer::new))
 }
 
 /// Binds the unix socket: creates its directory, replaces a stale socket
@@ -305,15 +315,17 @@ pub async fn bind_unix(path: &Path) -> Result<tokio::net::UnixListener, ServeErr
 }
 
 /// Serves on a bound unix socket until `cancel`; removes the socket after.
+/// Only here is `debug` (exec into pods) served: the socket is 0600.
 pub async fn serve_unix(
     listener: tokio::net::UnixListener,
     path: PathBuf,
     api: StatsApi,
     images: Option<ImagesApi>,
+    debug: Option<DebugApi>,
     cancel: CancellationToken,
 ) -> Result<(), ServeError> {
     let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
-    let result = router(Server::builder(), api, images)
+    let result = router(Server::builder(), api, images, debug)
         .await
         .serve_with_incoming_shutdown(incoming, cancel.cancelled())
         .await;
@@ -372,7 +384,7 @@ pub async fn serve_tcp(
     cancel: CancellationToken,
 ) -> Result<(), ServeError> {
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    router(Server::builder().tls_config(tls)?, api, images)
+    router(Server::builder().tls_config(tls)?, api, images, None)
         .await
         .serve_with_incoming_shutdown(incoming, cancel.cancelled())
         .await?;

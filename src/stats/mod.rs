@@ -2,12 +2,14 @@
 //! into a cached [`Sample`](assemble::Sample)), the lookups every request
 //! goes through (static UID, mirror UID or namespace/name, via the pod
 //! manager), and the servers: gRPC on a unix socket (and optionally TLS
-//! TCP), and the kubelet-compatible HTTP endpoints.
-//! May import `images`, `kuberuntime` (labels), `cri`, `pod` and `units`;
-//! never `agent`, `cli` or `mirror`.
+//! TCP), the kubelet-compatible HTTP endpoints, and the debug service
+//! (logs, exec) on the socket.
+//! May import `logs`, `images`, `kuberuntime` (labels, log options), `cri`,
+//! `pod` and `units`; never `agent`, `cli` or `mirror`.
 
 pub mod assemble;
 pub mod collector;
+pub mod debug_api;
 pub mod grpc;
 pub mod host;
 pub mod http;

@@ -1,10 +1,12 @@
 //! `crilet run` settings: flags over an optional KubeletConfiguration-style file over defaults.
 //! This file is the shared loader; each feature resolves its own fields in a file beside it.
-//! May import `cri`, `units`, `config`, `images::policy` and `stats`; never the rest of `agent`.
+//! May import `cri`, `units`, `config`, `images::policy`, `stats` and `kuberuntime`; never the
+//! rest of `agent`.
 
 mod features;
 mod image_gc;
 mod kubelet_server;
+mod logs;
 mod mirror;
 mod runtime;
 mod servers;
@@ -24,6 +26,7 @@ pub use kubelet_server::{
     AuthorizationConfig, AuthorizationMode, DEFAULT_PORT as DEFAULT_KUBELET_PORT,
     KubeletServerSettings,
 };
+pub use logs::{ContainerLogArgs, ContainerLogFile, ContainerLogSettings};
 pub use runtime::DEFAULT_RUNTIME_REQUEST_TIMEOUT;
 pub use servers::{AuthenticationConfig, ServeSettings, X509Config};
 pub use sources::{DEFAULT_FILE_CHECK_FREQUENCY, DEFAULT_HTTP_CHECK_FREQUENCY, parse_header};
@@ -104,6 +107,9 @@ pub struct RunArgs {
     /// Image garbage collection (`--image-gc-*`, `--pinned-image`, ...).
     #[command(flatten)]
     pub image_gc: Box<crate::images::policy::ImageGcArgs>,
+    /// Container log rotation (`--container-log-*`).
+    #[command(flatten)]
+    pub container_logs: ContainerLogArgs,
     /// crilet's gRPC API (stats, pods) on this unix socket, mode 0600.
     #[arg(long)]
     pub socket: Option<PathBuf>,
@@ -181,6 +187,8 @@ pub struct ConfigFile {
     pub logging: Option<LoggingConfig>,
     #[serde(flatten)]
     pub image_gc: crate::images::policy::ImageGcFile,
+    #[serde(flatten)]
+    pub container_logs: ContainerLogFile,
     pub tls_cert_file: Option<PathBuf>,
     pub tls_private_key_file: Option<PathBuf>,
     pub authentication: Option<AuthenticationConfig>,
@@ -221,6 +229,7 @@ pub struct Settings {
     pub evented_pleg: bool,
     pub kubeconfig: Option<PathBuf>,
     pub image_gc: crate::images::policy::GcPolicy,
+    pub container_logs: ContainerLogSettings,
     pub serve: ServeSettings,
     pub kubelet_server: KubeletServerSettings,
 }
@@ -306,6 +315,7 @@ pub fn resolve(args: &RunArgs, file: &ConfigFile, origin: &str) -> Result<Settin
         evented_pleg: features::resolve_gate(args, file, origin, EVENTED_PLEG)?,
         kubeconfig: mirror::resolve_kubeconfig(args),
         image_gc: image_gc::resolve_image_gc(args, file)?,
+        container_logs: logs::resolve_container_logs(args, file, origin)?,
         serve: servers::resolve_serve(args, file)?,
         kubelet_server: kubelet_server::resolve_kubelet_server(args, file, origin)?,
     })

@@ -1,12 +1,13 @@
 //! Stopping a pod: containers with the grace period, then sandboxes, then
-//! removal of its runtime objects, cgroup, directories and status. Part of
-//! the pod worker.
+//! removal of its runtime objects (each container with its log files),
+//! cgroup, directories and status. Part of the pod worker.
 //!
 //! Invariant: a pod counts as terminated only once a fresh observation
 //! finds none of its runtime objects left.
 
 use super::*;
 use crate::agent::cgroup::remove_pod_cgroup;
+use crate::agent::log_rotation::clean_container_logs;
 
 impl Worker {
     pub(super) async fn terminate(
@@ -29,8 +30,15 @@ impl Worker {
         };
         tracing::info!(pod = full_name, uid, grace, "terminating pod");
         kill_all(self.ctx.clone(), pod, &self.pod_ip, &obs, grace).await?;
-        // Everything is stopped: remove it (containers go with their sandbox).
+        // Everything is stopped: remove it (containers go with their
+        // sandbox), each container's log files first. A pod whose spec is
+        // gone (removed while crilet was down) has no log directory to
+        // remove below, so its files go here.
         for c in &obs.containers {
+            let root = &self.ctx.node.root_dir;
+            if let Err(e) = clean_container_logs(rt.as_ref(), root, &c.id).await {
+                tracing::warn!(pod = full_name, container = %c.id, error = %e, "could not remove the container's logs");
+            }
             rt.remove_container(&c.id).await?;
         }
         for s in &obs.sandboxes {

@@ -254,3 +254,40 @@ async fn the_container_log_directory_is_made_before_the_container() {
     assert_eq!(status.log_path, "app/0.log");
     assert!(root.path().join("logs/default_web_u1/app").is_dir());
 }
+
+#[tokio::test]
+async fn terminating_without_the_spec_removes_each_containers_log_files() {
+    // A pod removed while crilet was down: no spec, so no log directory
+    // to remove; the container's log and its rotated files go with it.
+    let root = tempfile::tempdir().unwrap();
+    let rt = fake();
+    let mut w = worker(rt.clone(), root.path());
+    w.sync(&pod(serde_json::json!({}), serde_json::json!([])))
+        .await
+        .unwrap();
+    let dir = root.path().join("logs/default_web_u1/app");
+    for f in [
+        "0.log",
+        "0.log.20260101-120000.gz",
+        "0.log.20260101-120001",
+        "1.log",
+    ] {
+        std::fs::write(dir.join(f), "x").unwrap();
+    }
+    w.terminate("u1", "web_default", None).await.unwrap();
+    assert!(
+        rt.list_containers(&ContainerFilter::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(
+        left,
+        ["1.log"],
+        "another attempt's log is not this container's"
+    );
+}

@@ -30,7 +30,7 @@
 
 mod container;
 mod env;
-mod quantity;
+pub mod quantity;
 mod resources;
 mod sandbox;
 mod security;
@@ -229,9 +229,16 @@ pub fn pod_log_dir(ctx: &NodeContext, pod: &Pod) -> PathBuf {
 }
 
 /// `<root>/logs/<namespace>_<name>_<uid>`: where a pod's container logs go.
-pub fn pod_log_dir_under(root_dir: &std::path::Path, pod: &Pod) -> PathBuf {
-    let dir = format!("{}_{}_{}", namespace(pod), name(pod), uid(pod));
-    root_dir.join("logs").join(dir)
+pub fn pod_log_dir_under(root_dir: &Path, pod: &Pod) -> PathBuf {
+    pod_log_dir_of(root_dir, namespace(pod), name(pod), uid(pod))
+}
+
+/// [`pod_log_dir_under`] from the pod's identity alone, as a container's
+/// labels record it (for a container whose pod spec is gone).
+pub fn pod_log_dir_of(root_dir: &Path, namespace: &str, name: &str, uid: &str) -> PathBuf {
+    root_dir
+        .join("logs")
+        .join(format!("{namespace}_{name}_{uid}"))
 }
 
 /// `<container>/<restart>.log`, relative to [`pod_log_dir`].

@@ -114,6 +114,22 @@ impl Quantity {
         self.scaled(3)
     }
 
+    /// The value in whole units when it is a whole number exactly ("1.5"
+    /// and "100m" are not) that fits an i64, as `Quantity.AsInt64()`: for
+    /// sizes that must not be rounded, such as `containerLogMaxSize`.
+    pub fn exact_value(&self) -> Option<i64> {
+        if self.significand != 0 && self.exp10 < 0 {
+            let divisor = 10u128.checked_pow(u32::try_from(-self.exp10).ok()?)?;
+            let base = self
+                .significand
+                .checked_mul(1u128.checked_shl(self.exp2)?)?;
+            if base % divisor != 0 {
+                return None;
+            }
+        }
+        self.value()
+    }
+
     fn scaled(&self, scale: i64) -> Option<i64> {
         let base = self
             .significand
@@ -174,6 +190,27 @@ mod tests {
         }
         assert!(parse("-1").unwrap().is_negative());
         assert!(!parse("-0").unwrap().is_negative());
+    }
+
+    #[test]
+    fn exact_value_refuses_fractions() {
+        let rows: &[(&str, Option<i64>)] = &[
+            ("10Mi", Some(10 << 20)),
+            ("1.5Gi", Some(1_610_612_736)),
+            ("1.5", None),
+            ("100m", None),
+            ("1000m", Some(1)),
+            ("12e-1", None),
+            ("120e-1", Some(12)),
+            ("1e-900", None),
+            ("0.0", Some(0)),
+            ("-1", Some(-1)),
+            ("-1.5Ki", Some(-1536)),
+            ("8Ei", None),
+        ];
+        for &(text, want) in rows {
+            assert_eq!(parse(text).unwrap().exact_value(), want, "{text}");
+        }
     }
 
     #[test]
