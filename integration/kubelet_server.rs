@@ -428,6 +428,14 @@ async fn webhook_authorization_and_bearer_tokens_through_the_api_server() {
         (401, "Unauthorized\n".into())
     );
     assert_eq!(anonymous.get("/metrics").await.0, 401);
+    // The Node tells the API server where the kubelet server listens.
+    let endpoint = crate::support::eventually(LIMIT, || async {
+        api.nodes()
+            .into_iter()
+            .find_map(|n| n.status?.daemon_endpoints?.kubelet_endpoint)
+    })
+    .await;
+    assert_eq!(endpoint.map(|e| e.port), Some(i32::from(port)));
     // The reviews are sent with the node's credentials.
     let asked: Vec<_> = api
         .requests()
