@@ -56,6 +56,16 @@ fn method_not_allowed(method: &Method, allowed: &str) -> Refusal {
     )
 }
 
+/// Whether the pod's spec gives container `name` a TTY.
+fn spec_tty(pod: &ResolvedPod, name: &str) -> bool {
+    pod.pod.spec.as_ref().is_some_and(|s| {
+        s.containers
+            .iter()
+            .chain(s.init_containers.iter().flatten())
+            .any(|c| c.name == name && c.tty == Some(true))
+    })
+}
+
 /// The runtime's container ID without its `<runtime>://` prefix.
 pub fn bare_container_id(id: &str) -> &str {
     id.split_once("://").map_or(id, |(_, id)| id)
@@ -238,7 +248,9 @@ impl Handlers {
                 .attach(&AttachRequest {
                     container_id: id,
                     stdin: opts.stdin,
-                    tty: opts.tty,
+                    // As the kubelet: a running process's TTY cannot change,
+                    // so attach follows the container's spec, not the query.
+                    tty: spec_tty(&pod, &c.container),
                     stdout: opts.stdout,
                     stderr: opts.stderr,
                 })
