@@ -22,7 +22,7 @@ async fn container_logs_tail_limit_since_previous_and_follow() {
     let pki = tempfile::tempdir().unwrap();
     let ca = Ca::new("crilet-test-ca");
     let port = free_port();
-    let agent = AgentProcess::start_with(&[
+    let mut agent = AgentProcess::start_with(&[
         "--port".into(),
         port.to_string(),
         "--client-ca-file".into(),
@@ -105,4 +105,24 @@ async fn container_logs_tail_limit_since_previous_and_follow() {
         .collect();
     assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "{numbers:?}");
     agent.remove("chatty.yaml");
+
+    // The self-signed certificate outlives a restart.
+    let crt = agent.root.path().join("pki").join("kubelet.crt");
+    let first = std::fs::read(&crt).unwrap();
+    assert!(agent.logs().contains("generated a self-signed certificate"));
+    agent.terminate();
+    agent.spawn();
+    let back = crate::support::eventually(LIMIT, || async {
+        let log = agent.logs();
+        log.contains("reusing the self-signed certificate")
+            .then_some(())
+    })
+    .await;
+    assert!(back.is_some(), "{}", agent.logs());
+    wait_healthy(&admin, &agent).await;
+    assert_eq!(
+        std::fs::read(&crt).unwrap(),
+        first,
+        "reused, not made again"
+    );
 }
