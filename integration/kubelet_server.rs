@@ -428,6 +428,31 @@ async fn webhook_authorization_and_bearer_tokens_through_the_api_server() {
         (401, "Unauthorized\n".into())
     );
     assert_eq!(anonymous.get("/metrics").await.0, 401);
+    // The {uid} segment may be the mirror pod's UID (the API server's).
+    api.grant("carol", "create", "proxy");
+    let carol = Client::new(port, Some(&ca.client("carol", &[])));
+    agent.write("sh.yaml", &busybox_pod("sh", "Always", "exec sleep 100000"));
+    wait_for(&rt, &agent, "sh", LIMIT, "running", |v| {
+        v.running("main").is_some()
+    })
+    .await;
+    let full = agent.pod_name("sh");
+    let mirror_uid = crate::support::eventually(LIMIT, || async {
+        api.pod("default", &full).and_then(|p| p.metadata.uid)
+    })
+    .await
+    .expect("a mirror pod");
+    let run = |uid: String| {
+        let (carol, full) = (carol.clone(), full.clone());
+        async move {
+            let path = format!("/run/default/{full}/{uid}/main?cmd=echo%20hi");
+            carol.call("POST", &path, &[]).await.unwrap()
+        }
+    };
+    assert_eq!(run(mirror_uid).await, (200, "hi\n".into()));
+    assert_eq!(run("0000".into()).await.0, 404);
+    agent.remove("sh.yaml");
+
     // The Node tells the API server where the kubelet server listens.
     let endpoint = crate::support::eventually(LIMIT, || async {
         api.nodes()
