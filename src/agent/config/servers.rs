@@ -1,7 +1,9 @@
 //! Stats/server settings: the unix gRPC socket, the stats period, the plain
 //! HTTP address and the TLS-only TCP gRPC listener. Invariant: a resolved
 //! `ServeSettings` never has a TCP gRPC address without a certificate and
-//! key, nor a stats period under 100ms.
+//! key, nor a stats period under 100ms. The TCP gRPC listener keeps its own
+//! `--grpc-address`: it never shares the kubelet server's port (see
+//! `kubelet_server.rs`); the two share only the certificate files.
 
 use std::path::PathBuf;
 use std::time::Duration;
