@@ -55,6 +55,56 @@ fn chatty_script(lines: u64) -> String {
     )
 }
 
+/// `crilet logs -f` on a pod, its stdout read line by line on a thread.
+struct Follower {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Follower {
+    fn start(agent: &AgentProcess, pod: &str) -> Follower {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_crilet"))
+            .args(["logs", "-f", pod, "--socket"])
+            .arg(agent.socket())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("start crilet logs -f");
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Follower { child, lines }
+    }
+
+    /// The lines up to and with `DONE` (or all it gave within `limit`).
+    fn until_done(mut self, limit: Duration) -> Vec<String> {
+        let deadline = Instant::now() + limit;
+        let mut got = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let done = line == "DONE";
+                    got.push(line);
+                    if done {
+                        break;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        got
+    }
+}
+
 /// The container log directory of `pod`'s container `main`.
 async fn main_log_dir(rt: &crilet::cri::CriRuntime, agent: &AgentProcess, pod: &str) -> PathBuf {
     let v = wait_for(
@@ -242,9 +292,23 @@ async fn a_chatty_container_keeps_at_most_three_files_and_no_line_twice() {
         &busybox_pod("chatty", "Never", &chatty_script(LINES)),
     );
     let dir = main_log_dir(&rt, &agent, "chatty").await;
-    // (`crilet logs -f` following the pod from here on, to compare at the
-    // end with every line 1..=LINES exactly once, goes here.)
+    // `crilet logs -f` follows the pod from here on, across every rotation.
+    let follower = Follower::start(&agent, &agent.pod_name("chatty"));
     let (snap, lines) = watch_until_done(&agent, &dir, Duration::from_secs(180)).await;
+    let followed = follower.until_done(Duration::from_secs(60));
+    let (seen, done) = numbers(&followed);
+    assert!(
+        done,
+        "crilet logs -f never printed DONE; it printed {} lines",
+        followed.len()
+    );
+    let start = *seen.first().expect("crilet logs -f printed numbered lines");
+    assert!(
+        seen.iter().copied().eq(start..=LINES),
+        "crilet logs -f: lines {start}..={LINES} expected once each, in order; got {} lines",
+        seen.len()
+    );
+    eprintln!("crilet logs -f saw lines {start}..={LINES}, each once");
 
     // The end state: the current log, the newest rotated file plain, the
     // older one gzipped.
