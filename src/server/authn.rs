@@ -1,6 +1,8 @@
 //! Who is asking: the kubelet's authentication chain. A client certificate
-//! (already verified against `--client-ca-file` by the TLS layer) names the
-//! user (CN) and groups (O); else a bearer token is checked with a
+//! that one of the `--client-ca-file` CAs signed names the user (CN) and
+//! groups (O); one that none signed fails (a 401 unless a token or
+//! anonymous access lets the request through, as the kubelet's union
+//! authenticator); else a bearer token is checked with a
 //! TokenReview, whose answers are cached (successes and failures alike,
 //! keyed by the token's SHA-256); else the request is anonymous, allowed
 //! only with `--anonymous-auth`.
@@ -12,6 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rustls::pki_types::CertificateDer;
 use tokio::time::Instant;
 
 use super::review::{Reviewer, TokenAnswer};
@@ -140,22 +143,39 @@ impl TokenAuthenticator {
 
 /// The whole chain.
 pub struct Authenticator {
+    /// None: client certificates are not accepted (no `--client-ca-file`).
+    pub x509: Option<super::tls::ClientCa>,
     /// None: bearer tokens are not accepted.
     pub tokens: Option<TokenAuthenticator>,
     pub anonymous: bool,
 }
 
 impl Authenticator {
-    /// `peer_certificate`: the client's verified leaf certificate, if any;
-    /// `authorization`: the request's Authorization header.
+    /// `peer_chain`: the client's certificate chain (leaf first), if it
+    /// sent one; `authorization`: the request's Authorization header.
     pub async fn authenticate(
         &self,
-        peer_certificate: Option<&[u8]>,
+        peer_chain: Option<&[CertificateDer<'static>]>,
         authorization: Option<&str>,
     ) -> Result<UserInfo, AuthnError> {
-        if let Some(der) = peer_certificate {
-            return user_from_certificate(der);
+        let mut refused = None;
+        if let (Some(chain), Some(ca)) = (peer_chain.filter(|c| !c.is_empty()), &self.x509) {
+            match ca.verify(chain) {
+                Ok(()) => return user_from_certificate(&chain[0]),
+                Err(e) => refused = Some(format!("client certificate: {e}")),
+            }
         }
+        let result = self.token_or_anonymous(authorization).await;
+        match (result, refused) {
+            (Err(_), Some(why)) => Err(AuthnError::Unauthorized(why)),
+            (result, _) => result,
+        }
+    }
+
+    async fn token_or_anonymous(
+        &self,
+        authorization: Option<&str>,
+    ) -> Result<UserInfo, AuthnError> {
         if let Some(header) = authorization {
             let Some(token) = bearer_token(header) else {
                 return Err(AuthnError::Unauthorized(

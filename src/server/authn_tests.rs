@@ -78,8 +78,53 @@ fn a_review_without_authenticated_is_a_rejection() {
     }
 }
 
+/// A CA (its PEM written to a temp file, loaded as `--client-ca-file`)
+/// and a client certificate it signs.
+struct TestCa {
+    ca: crate::server::tls::ClientCa,
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestCa {
+    fn new(name: &str) -> TestCa {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let key = KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ca.crt");
+        std::fs::write(&path, cert.pem()).unwrap();
+        TestCa {
+            ca: crate::server::tls::ClientCa::load(&path).unwrap(),
+            issuer: rcgen::Issuer::new(params, key),
+            _dir: dir,
+        }
+    }
+
+    fn client(&self, cn: &str, orgs: &[&str]) -> Vec<CertificateDer<'static>> {
+        use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, KeyPair};
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        for o in orgs {
+            params.distinguished_name.push(DnType::OrganizationName, *o);
+        }
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        vec![cert.der().clone()]
+    }
+}
+
 fn chain(fake: &Arc<FakeReviewer>, anonymous: bool) -> Authenticator {
+    chain_with_ca(fake, anonymous, None)
+}
+
+fn chain_with_ca(fake: &Arc<FakeReviewer>, anonymous: bool, ca: Option<&TestCa>) -> Authenticator {
     Authenticator {
+        x509: ca.map(|c| c.ca.clone()),
         tokens: Some(TokenAuthenticator::new(
             fake.clone(),
             Duration::from_secs(120),
@@ -140,14 +185,33 @@ async fn the_chain_order_and_anonymous() {
             ..Default::default()
         },
     );
-    let der = cert(Some("alice"), &["admins"]);
-    let strict = chain(&fake, false);
+    let ca = TestCa::new("cluster-ca");
+    let alice = ca.client("alice", &["admins"]);
+    let strict = chain_with_ca(&fake, false, Some(&ca));
     // The certificate wins over a token.
     let u = strict
-        .authenticate(Some(&der), Some("Bearer good"))
+        .authenticate(Some(&alice), Some("Bearer good"))
         .await
         .unwrap();
     assert_eq!(u.name, "alice");
+    assert_eq!(u.groups, ["admins"]);
+    // Another CA's certificate authenticates no one: 401, unless a token
+    // does (the kubelet's union authenticator).
+    let mallory = TestCa::new("other-ca").client("mallory", &["system:masters"]);
+    let err = strict.authenticate(Some(&mallory), None).await.unwrap_err();
+    assert!(err.to_string().contains("client certificate"), "{err}");
+    let u = strict
+        .authenticate(Some(&mallory), Some("Bearer good"))
+        .await
+        .unwrap();
+    assert_eq!(u.name, "bob");
+    // Without --client-ca-file, certificates are not looked at.
+    assert!(
+        chain(&fake, false)
+            .authenticate(Some(&alice), None)
+            .await
+            .is_err()
+    );
     assert!(strict.authenticate(None, None).await.is_err());
     assert!(strict.authenticate(None, Some("Basic x")).await.is_err());
     let open = chain(&fake, true);
@@ -182,6 +246,7 @@ async fn the_chain_order_and_anonymous() {
         "carol"
     );
     let no_tokens = Authenticator {
+        x509: None,
         tokens: None,
         anonymous: true,
     };

@@ -28,6 +28,7 @@ use hyper::body::Incoming;
 use hyper::header::AUTHORIZATION;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use rustls::pki_types::CertificateDer;
 use tokio_util::sync::CancellationToken;
 
 use authn::Authenticator;
@@ -69,10 +70,10 @@ impl KubeletServer {
     pub async fn handle(
         &self,
         req: Request<Incoming>,
-        peer_certificate: Option<&[u8]>,
+        peer_chain: Option<&[CertificateDer<'static>]>,
     ) -> Response<Body> {
         let (method, path) = (req.method().clone(), req.uri().path().to_owned());
-        let (user, answer) = self.answer(req, peer_certificate).await;
+        let (user, answer) = self.answer(req, peer_chain).await;
         let path: String = path.chars().take(200).collect();
         let status = answer.status().as_u16();
         tracing::debug!(%method, %path, %user, status, "kubelet server request");
@@ -83,18 +84,14 @@ impl KubeletServer {
     async fn answer(
         &self,
         req: Request<Incoming>,
-        peer_certificate: Option<&[u8]>,
+        peer_chain: Option<&[CertificateDer<'static>]>,
     ) -> (String, Response<Body>) {
         let authorization = req
             .headers()
             .get(AUTHORIZATION)
             // A header that is not text is a credential that fails, not none.
             .map(|v| v.to_str().unwrap_or_default());
-        let user = match self
-            .authn
-            .authenticate(peer_certificate, authorization)
-            .await
-        {
+        let user = match self.authn.authenticate(peer_chain, authorization).await {
             Ok(user) => user,
             Err(e) => {
                 tracing::debug!(reason = %e, "kubelet server: unauthenticated request");
@@ -164,17 +161,18 @@ pub async fn serve(
                         return;
                     }
                 };
-            let cert: Option<Arc<Vec<u8>>> = stream
+            let chain: Option<Arc<Vec<CertificateDer<'static>>>> = stream
                 .get_ref()
                 .1
                 .peer_certificates()
-                .and_then(|c| c.first())
-                .map(|c| Arc::new(c.as_ref().to_vec()));
+                .map(|c| Arc::new(c.iter().map(|c| c.clone().into_owned()).collect()));
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let (server, cert) = (server.clone(), cert.clone());
+                let (server, chain) = (server.clone(), chain.clone());
                 async move {
                     Ok::<_, std::convert::Infallible>(
-                        server.handle(req, cert.as_deref().map(Vec::as_slice)).await,
+                        server
+                            .handle(req, chain.as_deref().map(Vec::as_slice))
+                            .await,
                     )
                 }
             });

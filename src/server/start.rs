@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 pub struct Listener {
     listener: tokio::net::TcpListener,
     tls: Arc<rustls::ServerConfig>,
+    client_ca: Option<tls::ClientCa>,
 }
 
 /// None with `--port 0`.
@@ -55,10 +56,20 @@ pub async fn bind(settings: &Settings, node_name: &str) -> Result<Option<Listene
             }
         }
     };
-    let tls = tls::server_config(&serving, settings.serve.client_ca_file.as_deref())?;
+    let client_ca = settings
+        .serve
+        .client_ca_file
+        .as_deref()
+        .map(tls::ClientCa::load)
+        .transpose()?;
+    let tls = tls::server_config(&serving, client_ca.as_ref())?;
     let addr = std::net::SocketAddr::new(k.address, k.port);
     let listener = server::bind(addr).await?;
-    Ok(Some(Listener { listener, tls }))
+    Ok(Some(Listener {
+        listener,
+        tls,
+        client_ca,
+    }))
 }
 
 pub async fn spawn(
@@ -101,6 +112,7 @@ pub async fn spawn(
     let server = Arc::new(KubeletServer {
         node_name: node_name.to_owned(),
         authn: Authenticator {
+            x509: l.client_ca,
             tokens,
             anonymous: k.anonymous_auth,
         },

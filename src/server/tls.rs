@@ -2,7 +2,10 @@
 //! `--tls-cert-file` / `--tls-private-key-file`, else a self-signed one kept
 //! under `<root-dir>/pki/` and reused across restarts, as the kubelet does)
 //! and, with `--client-ca-file`, client certificates *requested* (not
-//! required) and verified against that CA.
+//! required), as Go's `tls.RequestClientCert`: the handshake only proves the
+//! client holds the certificate's key; whether that CA signed it is checked
+//! by authentication ([`ClientCa::verify`]), so a certificate from another
+//! CA is a 401, as on the kubelet, not a failed handshake.
 //!
 //! Invariant: a certificate we generate has its key written 0600 before the
 //! certificate, so a present certificate always has its key; every error
@@ -13,9 +16,13 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use rustls::DigitallySignedStruct;
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::pki_types::UnixTime;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -154,11 +161,100 @@ pub fn self_signed_identity(
     read_identity(&cert, &key)
 }
 
+/// The `--client-ca-file` CAs, which authentication checks a client's
+/// certificate chain against.
+#[derive(Clone)]
+pub struct ClientCa(Arc<dyn ClientCertVerifier>);
+
+impl std::fmt::Debug for ClientCa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientCa")
+    }
+}
+
+impl ClientCa {
+    /// Reads the CA bundle; an error names the file.
+    pub fn load(path: &Path) -> Result<ClientCa, TlsError> {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in read_certificates("--client-ca-file", path)? {
+            roots
+                .add(cert)
+                .map_err(|e| file_err("--client-ca-file", path, e))?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+            .allow_unauthenticated()
+            .build()
+            .map_err(|e| file_err("--client-ca-file", path, e))?;
+        Ok(ClientCa(verifier))
+    }
+
+    /// Whether one of the CAs signed the chain (leaf first) for client use,
+    /// and it is valid now.
+    pub fn verify(&self, chain: &[CertificateDer<'static>]) -> Result<(), String> {
+        let (leaf, intermediates) = chain.split_first().ok_or("an empty certificate chain")?;
+        self.0
+            .verify_client_cert(leaf, intermediates, UnixTime::now())
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Requests a client certificate and checks only the handshake signature
+/// made with its key; the chain is checked by [`ClientCa::verify`].
+#[derive(Debug)]
+struct RequestClientCert(ClientCa);
+
+impl ClientCertVerifier for RequestClientCert {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        self.0.0.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.0.supported_verify_schemes()
+    }
+}
+
 /// The rustls server configuration: HTTP/1.1, the serving identity, and
-/// client certificates requested and verified against `client_ca`.
+/// client certificates requested when there is a `client_ca`.
 pub fn server_config(
     serving: &ServingCert,
-    client_ca: Option<&Path>,
+    client_ca: Option<&ClientCa>,
 ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let (certs, key) = match serving {
         ServingCert::Files { cert, key } => read_identity(cert, key)?,
@@ -169,23 +265,11 @@ pub fn server_config(
         } => self_signed_identity(dir, dns_names, ips)?,
     };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+    let builder = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError::Config(e.to_string()))?;
     let builder = match client_ca {
-        Some(path) => {
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in read_certificates("--client-ca-file", path)? {
-                roots
-                    .add(cert)
-                    .map_err(|e| file_err("--client-ca-file", path, e))?;
-            }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                .allow_unauthenticated()
-                .build()
-                .map_err(|e| file_err("--client-ca-file", path, e))?;
-            builder.with_client_cert_verifier(verifier)
-        }
+        Some(ca) => builder.with_client_cert_verifier(Arc::new(RequestClientCert(ca.clone()))),
         None => builder.with_no_client_auth(),
     };
     let mut config = builder.with_single_cert(certs, key).map_err(|e| {
@@ -257,9 +341,8 @@ mod tests {
             dns_names: vec!["n".into()],
             ips: vec![],
         };
-        let err = server_config(&serving, Some(&bad_ca))
-            .unwrap_err()
-            .to_string();
+        let _ = serving;
+        let err = ClientCa::load(&bad_ca).unwrap_err().to_string();
         assert!(
             err.contains("--client-ca-file") && err.contains("ca.crt"),
             "{err}"
