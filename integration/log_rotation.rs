@@ -24,7 +24,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::agent::*;
+use crate::kubelet_server_client::{Ca, Client, files, wait_healthy};
 use crate::support::eventually;
+use crate::support::free_port;
 
 /// Numbered lines the pod writes (about 1 KiB each), then `DONE`.
 const LINES: u64 = 30_000;
@@ -103,6 +105,37 @@ impl Follower {
         let _ = self.child.wait();
         got
     }
+}
+
+/// Follows `path` on the kubelet server until a `DONE` line; its lines.
+async fn follow_https(client: Client, path: String) -> Vec<String> {
+    use http_body_util::BodyExt;
+    let tls = client.connect().await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let req = hyper::Request::get(path)
+        .header("host", "x")
+        .body(http_body_util::Empty::<hyper::body::Bytes>::new())
+        .unwrap();
+    let answer = sender.send_request(req).await.unwrap();
+    assert_eq!(answer.status(), 200);
+    let mut body = answer.into_body();
+    let mut text = Vec::new();
+    while let Some(Ok(frame)) = body.frame().await {
+        if let Some(data) = frame.data_ref() {
+            text.extend_from_slice(data);
+            if text.ends_with(b"DONE\n") {
+                break;
+            }
+        }
+    }
+    String::from_utf8_lossy(&text)
+        .lines()
+        .map(String::from)
+        .collect()
 }
 
 /// The container log directory of `pod`'s container `main`.
@@ -286,29 +319,57 @@ async fn a_chatty_container_keeps_at_most_three_files_and_no_line_twice() {
     let _guard = AGENT_LOCK.lock().await;
     let rt = agent_runtime();
     clean_runtime(&rt).await;
-    let agent = AgentProcess::start_with(&rotation_flags("3s"));
+    // The kubelet server too, for `/containerLogs?follow=true`.
+    let pki = tempfile::tempdir().unwrap();
+    let ca = Ca::new("crilet-test-ca");
+    let port = free_port();
+    let mut flags = rotation_flags("3s");
+    flags.extend([
+        "--port".into(),
+        port.to_string(),
+        "--client-ca-file".into(),
+        files(pki.path(), &ca),
+    ]);
+    let agent = AgentProcess::start_with(&flags);
+    let admin = Client::new(port, Some(&ca.client("kube-apiserver-kubelet-client", &[])));
+    wait_healthy(&admin, &agent).await;
     agent.write(
         "chatty.yaml",
         &busybox_pod("chatty", "Never", &chatty_script(LINES)),
     );
     let dir = main_log_dir(&rt, &agent, "chatty").await;
-    // `crilet logs -f` follows the pod from here on, across every rotation.
+    // `crilet logs -f` and `/containerLogs?follow=true` follow the pod from
+    // here on, across every rotation.
     let follower = Follower::start(&agent, &agent.pod_name("chatty"));
+    let path = format!(
+        "/containerLogs/default/{}/main?follow=true",
+        agent.pod_name("chatty")
+    );
+    let http_follower = tokio::spawn(follow_https(admin, path));
     let (snap, lines) = watch_until_done(&agent, &dir, Duration::from_secs(180)).await;
     let followed = follower.until_done(Duration::from_secs(60));
-    let (seen, done) = numbers(&followed);
-    assert!(
-        done,
-        "crilet logs -f never printed DONE; it printed {} lines",
-        followed.len()
-    );
-    let start = *seen.first().expect("crilet logs -f printed numbered lines");
-    assert!(
-        seen.iter().copied().eq(start..=LINES),
-        "crilet logs -f: lines {start}..={LINES} expected once each, in order; got {} lines",
-        seen.len()
-    );
-    eprintln!("crilet logs -f saw lines {start}..={LINES}, each once");
+    let over_https = tokio::time::timeout(Duration::from_secs(60), http_follower)
+        .await
+        .expect("/containerLogs?follow=true printed DONE")
+        .unwrap();
+    for (who, followed) in [
+        ("crilet logs -f", followed),
+        ("/containerLogs?follow=true", over_https),
+    ] {
+        let (seen, done) = numbers(&followed);
+        assert!(
+            done,
+            "{who} never printed DONE; it printed {} lines",
+            followed.len()
+        );
+        let start = *seen.first().expect("numbered lines");
+        assert!(
+            seen.iter().copied().eq(start..=LINES),
+            "{who}: lines {start}..={LINES} expected once each, in order; got {} lines",
+            seen.len()
+        );
+        eprintln!("{who} saw lines {start}..={LINES}, each once");
+    }
 
     // The end state: the current log, the newest rotated file plain, the
     // older one gzipped.
