@@ -126,7 +126,7 @@ pub struct RunArgs {
     pub grpc_address: Option<String>,
     /// PEM certificate (chain) of the kubelet server and the TCP gRPC
     /// listener. Without it the kubelet server uses a self-signed one
-    /// under <root-dir>/pki/.
+    /// under `<root-dir>/pki/`.
     #[arg(long)]
     pub tls_cert_file: Option<PathBuf>,
     /// PEM private key of --tls-cert-file.
