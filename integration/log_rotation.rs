@@ -121,7 +121,7 @@ async fn follow_https(client: Client, path: String) -> Vec<String> {
         .body(http_body_util::Empty::<hyper::body::Bytes>::new())
         .unwrap();
     let answer = sender.send_request(req).await.unwrap();
-    assert_eq!(answer.status(), 200);
+    let status = answer.status();
     let mut body = answer.into_body();
     let mut text = Vec::new();
     while let Some(Ok(frame)) = body.frame().await {
@@ -132,10 +132,9 @@ async fn follow_https(client: Client, path: String) -> Vec<String> {
             }
         }
     }
-    String::from_utf8_lossy(&text)
-        .lines()
-        .map(String::from)
-        .collect()
+    let text = String::from_utf8_lossy(&text);
+    assert_eq!(status, 200, "{text}");
+    text.lines().map(String::from).collect()
 }
 
 /// The container log directory of `pod`'s container `main`.
@@ -338,6 +337,20 @@ async fn a_chatty_container_keeps_at_most_three_files_and_no_line_twice() {
         &busybox_pod("chatty", "Never", &chatty_script(LINES)),
     );
     let dir = main_log_dir(&rt, &agent, "chatty").await;
+    // crilet has seen the container running (its status may lag the runtime's).
+    let ready = format!(
+        "/containerLogs/default/{}/main?tailLines=0",
+        agent.pod_name("chatty")
+    );
+    let seen = eventually(Duration::from_secs(30), || async {
+        (admin.get(&ready).await.0 == 200).then_some(())
+    })
+    .await;
+    assert!(
+        seen.is_some(),
+        "crilet never saw chatty running:\n{}",
+        agent.logs()
+    );
     // `crilet logs -f` and `/containerLogs?follow=true` follow the pod from
     // here on, across every rotation.
     let follower = Follower::start(&agent, &agent.pod_name("chatty"));

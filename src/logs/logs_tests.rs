@@ -5,9 +5,7 @@ use serde_json::json;
 use tokio::io::AsyncWriteExt;
 
 use super::*;
-use crate::cri::{
-    ContainerConfig, ContainerMetadata, FakeRuntime, PodSandboxConfig, PodSandboxMetadata,
-};
+use crate::cri::FakeRuntime;
 use crate::kuberuntime::logs::LogOptions;
 use crate::pod::manager::PodManager;
 
@@ -17,28 +15,7 @@ const MIRROR_UID: &str = "11111111-2222-3333-4444-555555555555";
 /// A fake runtime with one running container logging to `log_path`.
 async fn runtime_with_container(log_path: &str) -> (FakeRuntime, String) {
     let rt = FakeRuntime::new();
-    rt.add_image("busybox:latest", 10);
-    let sb = PodSandboxConfig {
-        metadata: PodSandboxMetadata {
-            name: "web-n1".into(),
-            uid: UID.into(),
-            namespace: "default".into(),
-            attempt: 0,
-        },
-        ..Default::default()
-    };
-    let sid = rt.run_pod_sandbox(&sb).await.unwrap();
-    let cfg = ContainerConfig {
-        metadata: ContainerMetadata {
-            name: "app".into(),
-            attempt: 0,
-        },
-        image: "busybox:latest".into(),
-        log_path: log_path.into(),
-        ..Default::default()
-    };
-    let cid = rt.create_container(&sid, &cfg, &sb).await.unwrap();
-    rt.start_container(&cid).await.unwrap();
+    let cid = rt.run_container("web-n1", UID, "app", log_path).await;
     (rt, cid)
 }
 

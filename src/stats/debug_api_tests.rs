@@ -327,35 +327,15 @@ mod container_logs {
     use serde_json::json;
 
     use super::*;
-    use crate::cri::PodSandboxMetadata;
-    use crate::cri::{ContainerConfig, ContainerMetadata, FakeRuntime, PodSandboxConfig};
+    use crate::cri::FakeRuntime;
 
     /// An API over one pod `web-n1` whose running container `app` logs to
     /// `log`; the fake runtime and the container's ID.
     async fn api_logging_to(log: &std::path::Path) -> (DebugApi, Arc<FakeRuntime>, String) {
         let rt = Arc::new(FakeRuntime::new());
-        rt.add_image("busybox:latest", 10);
-        let sb = PodSandboxConfig {
-            metadata: PodSandboxMetadata {
-                name: "web-n1".into(),
-                uid: STATIC.into(),
-                namespace: "default".into(),
-                attempt: 0,
-            },
-            ..Default::default()
-        };
-        let sid = rt.run_pod_sandbox(&sb).await.unwrap();
-        let cfg = ContainerConfig {
-            metadata: ContainerMetadata {
-                name: "app".into(),
-                attempt: 0,
-            },
-            image: "busybox:latest".into(),
-            log_path: log.to_str().unwrap().into(),
-            ..Default::default()
-        };
-        let cid = rt.create_container(&sid, &cfg, &sb).await.unwrap();
-        rt.start_container(&cid).await.unwrap();
+        let cid = rt
+            .run_container("web-n1", STATIC, "app", log.to_str().unwrap())
+            .await;
         let mut api = api(&["app"]);
         let status = serde_json::from_value(json!({"containerStatuses": [
             {"name": "app", "containerID": format!("fake://{cid}"), "state": {"running": {}}},

@@ -62,6 +62,47 @@ impl FakeRuntime {
         Self::default()
     }
 
+    /// Runs a sandbox for pod `name` (namespace default, UID `uid`) with one
+    /// running busybox container `container` that logs to `log_path`, as
+    /// the worker would; returns the container's ID. For tests and benches
+    /// of what reads a running container (logs, exec).
+    pub async fn run_container(
+        &self,
+        name: &str,
+        uid: &str,
+        container: &str,
+        log_path: &str,
+    ) -> String {
+        self.add_image("busybox:latest", 10);
+        let sb = PodSandboxConfig {
+            metadata: PodSandboxMetadata {
+                name: name.into(),
+                uid: uid.into(),
+                namespace: "default".into(),
+                attempt: 0,
+            },
+            ..Default::default()
+        };
+        let sid = self.run_pod_sandbox(&sb).await.expect("fake RunPodSandbox");
+        let cfg = ContainerConfig {
+            metadata: ContainerMetadata {
+                name: container.into(),
+                attempt: 0,
+            },
+            image: "busybox:latest".into(),
+            log_path: log_path.into(),
+            ..Default::default()
+        };
+        let cid = self
+            .create_container(&sid, &cfg, &sb)
+            .await
+            .expect("fake CreateContainer");
+        self.start_container(&cid)
+            .await
+            .expect("fake StartContainer");
+        cid
+    }
+
     /// Adds an image as if it had been pulled; its id is `sha256:<name>`.
     pub fn add_image(&self, reference: &str, size: u64) -> String {
         let mut s = self.state.lock().unwrap();
