@@ -296,9 +296,13 @@ pub fn validate_pod(origin: &str, pod: &Pod) -> Result<(), ManifestError> {
             return fail("metadata.namespace".into(), problem);
         }
     }
+    super::field_validation::validate_metadata(&pod.metadata)
+        .map_err(|(f, m)| ManifestError::new(origin, Some(f), m))?;
     let Some(spec) = &pod.spec else {
         return fail("spec".into(), "is required".into());
     };
+    super::field_validation::validate_spec_fields(spec)
+        .map_err(|(f, m)| ManifestError::new(origin, Some(f), m))?;
     if spec.containers.is_empty() {
         return fail(
             "spec.containers".into(),
@@ -473,6 +477,7 @@ fn validate_container(
             ));
         }
     }
+    super::field_validation::validate_container_fields(path, c)?;
     validate_probes_and_hooks(path, c, hooks)
 }
 

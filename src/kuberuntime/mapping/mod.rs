@@ -30,7 +30,7 @@
 
 mod container;
 mod env;
-pub mod quantity;
+pub use crate::units::quantity;
 mod resources;
 mod sandbox;
 mod security;
