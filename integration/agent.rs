@@ -88,6 +88,14 @@ impl AgentProcess {
 
     /// Starts as node `node`, with more flags.
     pub fn start_on(node: &str, extra_args: &[String]) -> Self {
+        let mut a = Self::prepare_on(node, extra_args);
+        a.spawn();
+        a
+    }
+
+    /// Makes the directories of an agent on node `node` but does not start
+    /// it: manifests written now are there at its first read.
+    pub fn prepare_on(node: &str, extra_args: &[String]) -> Self {
         let manifests = tempfile::Builder::new()
             .prefix("crilet-manifests-")
             .tempdir()
@@ -96,16 +104,14 @@ impl AgentProcess {
             .prefix("crilet-root-")
             .tempdir()
             .unwrap();
-        let mut a = AgentProcess {
+        AgentProcess {
             child: None,
             node: node.to_owned(),
             extra_args: extra_args.to_vec(),
             log: root.path().join("crilet.log"),
             manifests,
             root,
-        };
-        a.spawn();
-        a
+        }
     }
 
     /// Starts (again) the binary on the same directories.

@@ -304,11 +304,14 @@ async fn foreign_mirror_and_a_deleted_node_converge() {
     }))
     .unwrap();
     let foreign = lab.create_pod(&foreign).await;
-    let agent = start_on(&node, &[]);
+    // The manifest is there at crilet's first read: a foreign mirror seen
+    // before its static pod would rightly be deleted as an orphan instead.
+    let mut agent = AgentProcess::prepare_on(&node.name, &node.kubeconfig_args());
     agent.write(
         "web.yaml",
         &busybox_pod("web", "Always", "exec sleep 100000"),
     );
+    agent.spawn();
     let correct = |p: &Pod| {
         ann(p, "kubernetes.io/config.mirror") == ann(p, "kubernetes.io/config.hash")
             && p.metadata
