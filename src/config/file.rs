@@ -206,11 +206,7 @@ fn cannot_stat(path: &Path, e: &io::Error) -> String {
 }
 
 fn manifest_error(path: &Path, message: String) -> ManifestError {
-    ManifestError {
-        origin: path.to_string_lossy().into_owned(),
-        field: None,
-        message,
-    }
+    ManifestError::new(&path.to_string_lossy(), None, message)
 }
 
 /// Watches the manifest directory and re-lists it on changes and on every

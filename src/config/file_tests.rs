@@ -184,11 +184,7 @@ fn a_missing_path_is_an_empty_list_and_one_error() {
     assert!(pods.is_empty());
     assert_eq!(
         errors,
-        [ManifestError {
-            origin: origin(&missing),
-            field: None,
-            message: "does not exist".into(),
-        }]
+        [ManifestError::new(&origin(&missing), None, "does not exist")]
     );
 }
 
@@ -249,11 +245,7 @@ fn stabilize_reuses_unchanged_pods_only() {
 
 #[test]
 fn error_texts_group_by_origin() {
-    let e = |origin: &str, message: &str| ManifestError {
-        origin: origin.into(),
-        field: None,
-        message: message.into(),
-    };
+    let e = |origin: &str, message: &str| ManifestError::new(origin, None, message);
     let first = log_errors(&BTreeMap::new(), &[e("/m/a", "bad"), e("/m/b", "worse")]);
     assert_eq!(first.len(), 2);
     let second = log_errors(&first, &[e("/m/a", "bad")]);

@@ -4,8 +4,8 @@
 //! resource quantities. Messages use the API server's wording where it has
 //! one, so an operator can search for them.
 //!
-//! Invariant: pure; each check returns the first problem as (field path,
-//! message), and a pod that passes them never fails later on these fields
+//! Invariant: pure; each check adds every problem it finds as (field path,
+//! message), at most one per field, and a pod that passes them never fails later on these fields
 //! (a quantity that parses here parses in the mapping).
 
 use std::collections::BTreeMap;
@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{Container, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::model::Invalid;
+use super::model::Problems;
 use crate::units::quantity;
 
 /// The API server's cap on all annotations of an object, keys and values.
@@ -25,46 +25,42 @@ const PULL_POLICIES: [&str; 3] = ["Always", "IfNotPresent", "Never"];
 
 /// Labels (qualified-name keys, label values) and annotations
 /// (qualified-name keys, a total size).
-pub fn validate_metadata(meta: &ObjectMeta) -> Result<(), Invalid> {
+pub fn validate_metadata(meta: &ObjectMeta, out: &mut Problems) {
     for (key, value) in meta.labels.iter().flatten() {
         if let Some(problem) = qualified_name_problem(key) {
-            return Err(("metadata.labels".into(), invalid(key, &problem)));
+            out.push(("metadata.labels".into(), invalid(key, &problem)));
         }
         if let Some(problem) = label_value_problem(value) {
-            return Err((format!("metadata.labels[{key}]"), invalid(value, &problem)));
+            out.push((format!("metadata.labels[{key}]"), invalid(value, &problem)));
         }
     }
     let mut total = 0;
     for (key, value) in meta.annotations.iter().flatten() {
         if let Some(problem) = qualified_name_problem(&key.to_lowercase()) {
-            return Err(("metadata.annotations".into(), invalid(key, &problem)));
+            out.push(("metadata.annotations".into(), invalid(key, &problem)));
         }
         total += key.len() + value.len();
     }
     if total > TOTAL_ANNOTATION_SIZE_LIMIT {
-        return Err((
+        out.push((
             "metadata.annotations".into(),
             format!("Too long: may not be more than {TOTAL_ANNOTATION_SIZE_LIMIT} bytes"),
         ));
     }
-    Ok(())
 }
 
 /// Grace periods and hostPath paths.
-pub fn validate_spec_fields(spec: &PodSpec) -> Result<(), Invalid> {
+pub fn validate_spec_fields(spec: &PodSpec, out: &mut Problems) {
     if let Some(n) = spec.termination_grace_period_seconds.filter(|n| *n < 0) {
-        return Err((
+        out.push((
             "spec.terminationGracePeriodSeconds".into(),
-            invalid(&n.to_string(), "must be greater than or equal to 0"),
+            format!("Invalid value: {n}: must be greater than or equal to 0"),
         ));
     }
     if let Some(n) = spec.active_deadline_seconds.filter(|n| *n < 1) {
-        return Err((
+        out.push((
             "spec.activeDeadlineSeconds".into(),
-            invalid(
-                &n.to_string(),
-                "must be between 1 and 2147483647, inclusive",
-            ),
+            format!("Invalid value: {n}: must be between 1 and 2147483647, inclusive"),
         ));
     }
     for (i, volume) in spec.volumes.iter().flatten().enumerate() {
@@ -73,25 +69,22 @@ pub fn validate_spec_fields(spec: &PodSpec) -> Result<(), Invalid> {
         };
         let field = format!("spec.volumes[{i}].hostPath.path");
         if host.path.is_empty() {
-            return Err((field, "Required value".into()));
-        }
-        if host.path.split('/').any(|part| part == "..") {
-            return Err((field, invalid(&host.path, "must not contain '..'")));
-        }
-        // The API server takes a relative path; the runtime would then
-        // fail every start, so crilet refuses it up front.
-        if !host.path.starts_with('/') {
-            return Err((field, invalid(&host.path, "must be an absolute path")));
+            out.push((field, "Required value".into()));
+        } else if host.path.split('/').any(|part| part == "..") {
+            out.push((field, invalid(&host.path, "must not contain '..'")));
+        } else if !host.path.starts_with('/') {
+            // The API server takes a relative path; the runtime would then
+            // fail every start, so crilet refuses it up front.
+            out.push((field, invalid(&host.path, "must be an absolute path")));
         }
     }
-    Ok(())
 }
 
 /// imagePullPolicy, env names and resources of one container at `path`.
-pub fn validate_container_fields(path: &str, c: &Container) -> Result<(), Invalid> {
+pub fn validate_container_fields(path: &str, c: &Container, out: &mut Problems) {
     if let Some(policy) = c.image_pull_policy.as_deref() {
         if !PULL_POLICIES.contains(&policy) {
-            return Err((
+            out.push((
                 format!("{path}.imagePullPolicy"),
                 unsupported(policy, &PULL_POLICIES),
             ));
@@ -100,14 +93,13 @@ pub fn validate_container_fields(path: &str, c: &Container) -> Result<(), Invali
     for (j, env) in c.env.iter().flatten().enumerate() {
         let field = format!("{path}.env[{j}].name");
         if env.name.is_empty() {
-            return Err((field, "Required value".into()));
-        }
-        if !env
+            out.push((field, "Required value".into()));
+        } else if !env
             .name
             .bytes()
             .all(|b| (b' '..=b'~').contains(&b) && b != b'=')
         {
-            return Err((
+            out.push((
                 field,
                 invalid(
                     &env.name,
@@ -118,20 +110,22 @@ pub fn validate_container_fields(path: &str, c: &Container) -> Result<(), Invali
         }
     }
     let Some(resources) = &c.resources else {
-        return Ok(());
+        return;
     };
     let limits = quantities(
         &format!("{path}.resources.limits"),
         resources.limits.as_ref(),
-    )?;
+        out,
+    );
     let requests = quantities(
         &format!("{path}.resources.requests"),
         resources.requests.as_ref(),
-    )?;
+        out,
+    );
     for (name, (text, request)) in &requests {
         if let Some((limit_text, limit)) = limits.get(name) {
             if request > limit {
-                return Err((
+                out.push((
                     format!("{path}.resources.requests"),
                     invalid(
                         text,
@@ -141,42 +135,48 @@ pub fn validate_container_fields(path: &str, c: &Container) -> Result<(), Invali
             }
         }
     }
-    Ok(())
 }
 
-/// Each quantity parsed, in milli-units for comparison; the first that does
-/// not parse, or is negative, is the error.
+/// Each valid quantity, in milli-units for comparison; one that does not
+/// parse, or is negative, is a problem (and left out).
 fn quantities(
     field: &str,
     map: Option<&BTreeMap<String, KubeQuantity>>,
-) -> Result<BTreeMap<String, (String, i128)>, Invalid> {
-    let mut out = BTreeMap::new();
+    out: &mut Problems,
+) -> BTreeMap<String, (String, i128)> {
+    let mut parsed = BTreeMap::new();
     for (name, KubeQuantity(text)) in map.into_iter().flatten() {
         let field = format!("{field}[{name}]");
-        let q = quantity::parse(text).map_err(|_| {
-            (
-                field.clone(),
-                invalid(
-                    text,
-                    "quantities must match the regular expression \
-                     '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
-                ),
-            )
-        })?;
-        if q.is_negative() {
-            return Err((field, invalid(text, "must be greater than or equal to 0")));
+        match quantity_problem(text) {
+            Some(problem) => out.push((field, problem)),
+            None => {
+                let q = quantity::parse(text).expect("checked by quantity_problem");
+                let milli = q.milli_value().map_or(i128::MAX, i128::from);
+                parsed.insert(name.clone(), (text.clone(), milli));
+            }
         }
-        let milli = q.milli_value().map_or(i128::MAX, i128::from);
-        out.insert(name.clone(), (text.clone(), milli));
     }
-    Ok(out)
+    parsed
 }
 
-fn invalid(value: &str, why: &str) -> String {
+/// Why `text` is not a non-negative quantity, in the API server's words.
+pub(super) fn quantity_problem(text: &str) -> Option<String> {
+    match quantity::parse(text) {
+        Err(_) => Some(invalid(
+            text,
+            "quantities must match the regular expression \
+             '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+        )),
+        Ok(q) if q.is_negative() => Some(invalid(text, "must be greater than or equal to 0")),
+        Ok(_) => None,
+    }
+}
+
+pub(super) fn invalid(value: &str, why: &str) -> String {
     format!("Invalid value: {value:?}: {why}")
 }
 
-fn unsupported(value: &str, supported: &[&str]) -> String {
+pub(super) fn unsupported(value: &str, supported: &[&str]) -> String {
     let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
     format!(
         "Unsupported value: {value:?}: supported values: {}",
@@ -255,4 +255,4 @@ fn name_chars_problem(s: &str) -> Option<()> {
 
 #[cfg(test)]
 #[path = "field_validation_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use crate::pod::model::parse_pod;
 
 /// A valid pod with `patch` merged into it (objects merged, the rest replaced).
-fn pod(patch: Value) -> Value {
+pub(crate) fn pod(patch: Value) -> Value {
     let mut base = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "web"},
@@ -27,14 +27,14 @@ fn merge(a: &mut Value, b: Value) {
     }
 }
 
-fn check(patch: Value) -> Result<(), String> {
+pub(crate) fn check(patch: Value) -> Result<(), String> {
     let bytes = serde_json::to_vec(&pod(patch)).unwrap();
     parse_pod("web.json", &bytes)
         .map(|_| ())
         .map_err(|e| e.to_string())
 }
 
-fn container(fields: Value) -> Value {
+pub(crate) fn container(fields: Value) -> Value {
     let mut c = json!({"name": "app", "image": "busybox"});
     merge(&mut c, fields);
     json!({"spec": {"containers": [c]}})
@@ -48,13 +48,13 @@ fn every_rule_has_a_passing_and_a_failing_row() {
             "terminationGracePeriodSeconds",
             json!({"spec": {"terminationGracePeriodSeconds": 0}}),
             json!({"spec": {"terminationGracePeriodSeconds": -1}}),
-            "spec.terminationGracePeriodSeconds: Invalid value: \"-1\": must be greater than or equal to 0",
+            "spec.terminationGracePeriodSeconds: Invalid value: -1: must be greater than or equal to 0",
         ),
         (
             "activeDeadlineSeconds",
             json!({"spec": {"activeDeadlineSeconds": 1}}),
             json!({"spec": {"activeDeadlineSeconds": 0}}),
-            "spec.activeDeadlineSeconds: Invalid value: \"0\"",
+            "spec.activeDeadlineSeconds: Invalid value: 0: must be between 1 and 2147483647, inclusive",
         ),
         (
             "imagePullPolicy",
@@ -149,6 +149,12 @@ fn every_rule_has_a_passing_and_a_failing_row() {
             "spec.containers[0].resources.requests: Invalid value: \"2\": must be less than or equal to cpu limit of 1",
         ),
     ];
+    check_rows(rows);
+}
+
+/// Each row's valid manifest passes; its invalid one fails with exactly one
+/// problem, the wanted one (field path and message).
+pub(crate) fn check_rows(rows: Vec<(&str, Value, Value, &str)>) {
     for (what, good, bad, want) in rows {
         if let Err(e) = check(good) {
             panic!("{what}: the valid row was refused: {e}");
@@ -156,6 +162,7 @@ fn every_rule_has_a_passing_and_a_failing_row() {
         let err = check(bad).expect_err(what);
         assert!(err.starts_with("web.json: "), "{what}: {err}");
         assert!(err.contains(want), "{what}: {err}\nwanted: {want}");
+        assert!(!err.contains("; "), "{what}: more than one problem: {err}");
     }
 }
 
@@ -173,4 +180,56 @@ fn the_six_manifests_that_used_to_run() {
     for patch in bad {
         assert!(check(patch.clone()).is_err(), "accepted {patch}");
     }
+}
+
+/// The API server lists every problem of a pod; so does crilet, in field
+/// order, at most one per field, all in one line naming the file.
+#[test]
+fn every_problem_of_a_file_is_reported_together() {
+    let bad = pod(json!({
+        "metadata": {"labels": {"bad key!": "x"}},
+        "spec": {
+            "terminationGracePeriodSeconds": -5,
+            "volumes": [{"name": "v", "hostPath": {"path": "data"}}],
+            "containers": [
+                {"name": "app", "image": "busybox", "imagePullPolicy": "Maybe",
+                 "env": [{"name": "", "value": "x"}],
+                 "resources": {"limits": {"memory": "lots"}}},
+                {"name": "app", "image": ""},
+            ],
+        },
+    }));
+    let bytes = serde_json::to_vec(&bad).unwrap();
+    let err = parse_pod("web.json", &bytes).expect_err("eight problems");
+    let fields: Vec<&str> = err.problems().map(|(f, _)| f.unwrap()).collect();
+    assert_eq!(
+        fields,
+        [
+            "metadata.labels",
+            "spec.terminationGracePeriodSeconds",
+            "spec.volumes[0].hostPath.path",
+            "spec.containers[0].imagePullPolicy",
+            "spec.containers[0].env[0].name",
+            "spec.containers[0].resources.limits[memory]",
+            "spec.containers[1].name",
+            "spec.containers[1].image",
+        ]
+    );
+    let text = err.to_string();
+    assert!(text.starts_with("web.json: metadata.labels: Invalid value"), "{text}");
+    assert_eq!(text.matches("; spec.").count(), 7, "{text}");
+    assert_eq!(text.lines().count(), 1, "{text}");
+}
+
+/// In a PodList every problem of an item is under that item's path.
+#[test]
+fn a_pod_list_item_reports_all_its_problems_under_its_path() {
+    let list = json!({"apiVersion": "v1", "kind": "PodList", "items": [
+        pod(json!({})),
+        pod(json!({"spec": {"restartPolicy": "Sometimes", "dnsPolicy": "Cluster"}})),
+    ]});
+    let bytes = serde_json::to_vec(&list).unwrap();
+    let err = crate::pod::model::parse_pods("http://127.0.0.1/pods", &bytes).expect_err("bad item");
+    let fields: Vec<&str> = err.problems().map(|(f, _)| f.unwrap()).collect();
+    assert_eq!(fields, ["items[1].spec.dnsPolicy", "items[1].spec.restartPolicy"]);
 }

@@ -12,6 +12,7 @@ pub mod lookup;
 pub mod manager;
 pub mod model;
 mod probe_validation;
+pub mod spec_validation;
 pub mod view;
 
 pub use k8s_openapi::api::core::v1::Pod;

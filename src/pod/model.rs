@@ -22,29 +22,60 @@ pub const MAX_MANIFEST_BYTES: usize = 1024 * 1024;
 /// Why a manifest was refused: where it came from, which field (Kubernetes
 /// JSON path such as `spec.containers[0].image`) when one is to blame, and what
 /// is wrong.
+///
+/// Validation reports every problem of a manifest: the first in `field` and
+/// `message`, the others in `others`. Displayed, they are one line:
+/// `origin: field: message; field: message`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{origin}: {}{message}", .field.as_deref().map(|f| format!("{f}: ")).unwrap_or_default())]
+#[error("{origin}: {}", self.problems().map(|(f, m)| match f {
+    Some(f) => format!("{f}: {m}"),
+    None => m.to_owned(),
+}).collect::<Vec<_>>().join("; "))]
 pub struct ManifestError {
     pub origin: String,
     pub field: Option<String>,
     pub message: String,
+    /// The manifest's other problems, after the first.
+    pub others: Vec<Invalid>,
 }
 
 impl ManifestError {
-    fn new(origin: &str, field: Option<String>, message: impl Display) -> Self {
+    /// One problem of the manifest at `origin`.
+    pub fn new(origin: &str, field: Option<String>, message: impl Display) -> Self {
         Self {
             origin: origin.to_owned(),
             field,
             message: message.to_string(),
+            others: Vec::new(),
         }
     }
 
-    /// Re-roots the field path under `prefix` (an item of a PodList).
+    /// All of `problems` as one error, or None when there are none.
+    pub fn from_problems(origin: &str, problems: Problems) -> Option<Self> {
+        let mut problems = problems.into_iter();
+        let (field, message) = problems.next()?;
+        Some(Self {
+            others: problems.collect(),
+            ..Self::new(origin, Some(field), message)
+        })
+    }
+
+    /// Every problem, first included, as (field path if any, message).
+    pub fn problems(&self) -> impl Iterator<Item = (Option<&str>, &str)> {
+        let first = (self.field.as_deref(), self.message.as_str());
+        let others = self.others.iter().map(|(f, m)| (Some(f.as_str()), m.as_str()));
+        std::iter::once(first).chain(others)
+    }
+
+    /// Re-roots the field paths under `prefix` (an item of a PodList).
     fn within(mut self, prefix: &str) -> Self {
         self.field = Some(match self.field.take() {
             Some(f) => format!("{prefix}.{f}"),
             None => prefix.to_owned(),
         });
+        for (f, _) in &mut self.others {
+            *f = format!("{prefix}.{f}");
+        }
         self
     }
 }
@@ -272,53 +303,59 @@ fn json_type(value: &Value) -> &'static str {
     }
 }
 
-/// Checks what the API server would refuse and the rest of crilet relies on.
-/// Stops at the first problem: one precise message beats a list nobody reads
-/// in a log line.
+/// Checks what the API server would refuse and the rest of crilet relies on,
+/// and reports every problem at once, as the API server does: the first in
+/// the error's `field` and `message`, the rest in `others`, in field order.
 pub fn validate_pod(origin: &str, pod: &Pod) -> Result<(), ManifestError> {
-    let fail =
-        |field: String, message: String| Err(ManifestError::new(origin, Some(field), message));
+    match ManifestError::from_problems(origin, pod_problems(pod)) {
+        Some(err) => Err(err),
+        None => Ok(()),
+    }
+}
+
+/// Every problem of `pod`, as (field path, message), in field order; at
+/// most one per field.
+pub fn pod_problems(pod: &Pod) -> Problems {
+    let mut out = Problems::new();
+    let push = |out: &mut Problems, field: &str, message: String| {
+        out.push((field.to_owned(), message));
+    };
     match pod.metadata.name.as_deref() {
-        None | Some("") => return fail("metadata.name".into(), "is required".into()),
+        None | Some("") => push(&mut out, "metadata.name", "is required".into()),
         Some(name) => {
             if let Some(problem) = dns1123_subdomain_problem(name) {
-                return fail("metadata.name".into(), problem);
+                push(&mut out, "metadata.name", problem);
             }
         }
     }
-    if let Some(ns) = pod
-        .metadata
-        .namespace
-        .as_deref()
-        .filter(|ns| !ns.is_empty())
-    {
-        if let Some(problem) = dns1123_label_problem(ns) {
-            return fail("metadata.namespace".into(), problem);
-        }
+    let namespace = pod.metadata.namespace.as_deref().filter(|ns| !ns.is_empty());
+    if let Some(problem) = namespace.and_then(dns1123_label_problem) {
+        push(&mut out, "metadata.namespace", problem);
     }
-    super::field_validation::validate_metadata(&pod.metadata)
-        .map_err(|(f, m)| ManifestError::new(origin, Some(f), m))?;
+    super::field_validation::validate_metadata(&pod.metadata, &mut out);
     let Some(spec) = &pod.spec else {
-        return fail("spec".into(), "is required".into());
+        push(&mut out, "spec", "is required".into());
+        return out;
     };
-    super::field_validation::validate_spec_fields(spec)
-        .map_err(|(f, m)| ManifestError::new(origin, Some(f), m))?;
+    super::field_validation::validate_spec_fields(spec, &mut out);
+    super::spec_validation::validate_pod_spec(spec, &mut out);
     if spec.containers.is_empty() {
-        return fail(
-            "spec.containers".into(),
+        push(
+            &mut out,
+            "spec.containers",
             "at least one container is required".into(),
         );
     }
     if let Some(policy) = spec.restart_policy.as_deref() {
         if !matches!(policy, "Always" | "OnFailure" | "Never") {
-            return fail(
-                "spec.restartPolicy".into(),
+            push(
+                &mut out,
+                "spec.restartPolicy",
                 format!("{policy:?} is not one of \"Always\", \"OnFailure\", \"Never\""),
             );
         }
     }
-    let volumes =
-        validate_volumes(spec).map_err(|(f, m)| ManifestError::new(origin, Some(f), m))?;
+    let volumes = validate_volumes(spec, &mut out);
     let host_network = spec.host_network == Some(true);
     // Validated before defaulting: an absent grace period is the default 30.
     let pod_grace_seconds = spec
@@ -329,8 +366,9 @@ pub fn validate_pod(origin: &str, pod: &Pod) -> Result<(), ManifestError> {
     // regular container that repeats an init container's name.
     for (path, container, is_init) in all_containers(spec) {
         if !names.insert(container.name.as_str()) {
-            return fail(
-                format!("{path}.name"),
+            push(
+                &mut out,
+                &format!("{path}.name"),
                 format!("duplicate container name {:?}", container.name),
             );
         }
@@ -338,10 +376,9 @@ pub fn validate_pod(origin: &str, pod: &Pod) -> Result<(), ManifestError> {
             is_init,
             pod_grace_seconds,
         };
-        validate_container(&path, container, &volumes, host_network, hooks)
-            .map_err(|(f, m)| ManifestError::new(origin, Some(f), m))?;
+        validate_container(&path, container, &volumes, host_network, hooks, &mut out);
     }
-    Ok(())
+    out
 }
 
 /// Init containers then containers, each with its field path and whether it
@@ -355,6 +392,16 @@ fn all_containers(spec: &PodSpec) -> impl Iterator<Item = (String, &Container, b
 
 /// A refusal: the field path and what is wrong with it.
 pub(super) type Invalid = (String, String);
+
+/// The refusals found so far, in field order.
+pub type Problems = Vec<Invalid>;
+
+/// Adds the problem of a check that answers with at most one.
+pub(super) fn note(out: &mut Problems, check: Result<(), Invalid>) {
+    if let Err(problem) = check {
+        out.push(problem);
+    }
+}
 
 /// The values of `hostPath.type` the kubelet knows; "" (like no type at
 /// all) means "no check". The agent checks the host path against the type
@@ -370,30 +417,30 @@ pub const HOST_PATH_TYPES: [&str; 8] = [
     "BlockDevice",
 ];
 
-/// Returns the declared volume names once they are known to be valid and unique.
-fn validate_volumes(spec: &PodSpec) -> Result<HashSet<&str>, Invalid> {
+/// Checks names and types of the volumes; returns the declared names (valid
+/// or not, so that a bad name is not also reported on every mount of it).
+fn validate_volumes<'a>(spec: &'a PodSpec, out: &mut Problems) -> HashSet<&'a str> {
     let mut names = HashSet::new();
     for (i, volume) in spec.volumes.iter().flatten().enumerate() {
         let field = format!("spec.volumes[{i}].name");
         if volume.name.is_empty() {
-            return Err((field, "is required".into()));
-        }
-        if let Some(problem) = dns1123_label_problem(&volume.name) {
-            return Err((field, problem));
-        }
-        if !names.insert(volume.name.as_str()) {
-            return Err((field, format!("duplicate volume name {:?}", volume.name)));
+            out.push((field, "is required".into()));
+        } else if let Some(problem) = dns1123_label_problem(&volume.name) {
+            names.insert(volume.name.as_str());
+            out.push((field, problem));
+        } else if !names.insert(volume.name.as_str()) {
+            out.push((field, format!("duplicate volume name {:?}", volume.name)));
         }
         let kind = volume.host_path.as_ref().and_then(|h| h.type_.as_deref());
         if let Some(kind) = kind.filter(|k| !HOST_PATH_TYPES.contains(k)) {
             let expected: Vec<String> = HOST_PATH_TYPES.iter().map(|t| format!("{t:?}")).collect();
-            return Err((
+            out.push((
                 format!("spec.volumes[{i}].hostPath.type"),
                 format!("{kind:?} is not one of {}", expected.join(", ")),
             ));
         }
     }
-    Ok(names)
+    names
 }
 
 fn validate_container(
@@ -402,43 +449,40 @@ fn validate_container(
     volumes: &HashSet<&str>,
     host_network: bool,
     hooks: HookContext,
-) -> Result<(), Invalid> {
+    out: &mut Problems,
+) {
     if c.name.is_empty() {
-        return Err((format!("{path}.name"), "is required".into()));
-    }
-    if let Some(problem) = dns1123_label_problem(&c.name) {
-        return Err((format!("{path}.name"), problem));
+        out.push((format!("{path}.name"), "is required".into()));
+    } else if let Some(problem) = dns1123_label_problem(&c.name) {
+        out.push((format!("{path}.name"), problem));
     }
     match c.image.as_deref() {
-        None | Some("") => return Err((format!("{path}.image"), "is required".into())),
-        Some(image) if image.trim() != image => {
-            return Err((
-                format!("{path}.image"),
-                format!("{image:?} has leading or trailing whitespace"),
-            ));
-        }
+        None | Some("") => out.push((format!("{path}.image"), "is required".into())),
+        Some(image) if image.trim() != image => out.push((
+            format!("{path}.image"),
+            format!("{image:?} has leading or trailing whitespace"),
+        )),
         Some(_) => {}
     }
     let mut port_names = HashSet::new();
     for (j, port) in c.ports.iter().flatten().enumerate() {
         let field = |name: &str| format!("{path}.ports[{j}].{name}");
         if !(1..=65535).contains(&port.container_port) {
-            return Err((
+            out.push((
                 field("containerPort"),
                 format!("{} is not in 1..=65535", port.container_port),
             ));
         }
         let host_port = port.host_port.unwrap_or(0);
         if !(0..=65535).contains(&host_port) {
-            return Err((
+            out.push((
                 field("hostPort"),
                 format!("{host_port} is not in 0..=65535"),
             ));
-        }
-        // With the host's network namespace there is no NAT to map one port
-        // to another, so the API server insists they match.
-        if host_network && host_port != 0 && host_port != port.container_port {
-            return Err((
+        } else if host_network && host_port != 0 && host_port != port.container_port {
+            // With the host's network namespace there is no NAT to map one
+            // port to another, so the API server insists they match.
+            out.push((
                 field("hostPort"),
                 format!(
                     "{host_port} must equal containerPort ({}) when hostNetwork is true",
@@ -448,7 +492,7 @@ fn validate_container(
         }
         if let Some(protocol) = port.protocol.as_deref() {
             if !matches!(protocol, "TCP" | "UDP" | "SCTP") {
-                return Err((
+                out.push((
                     field("protocol"),
                     format!("{protocol:?} is not one of \"TCP\", \"UDP\", \"SCTP\""),
                 ));
@@ -456,29 +500,29 @@ fn validate_container(
         }
         if let Some(name) = port.name.as_deref().filter(|n| !n.is_empty()) {
             if let Some(problem) = iana_svc_name_problem(name) {
-                return Err((field("name"), problem));
-            }
-            if !port_names.insert(name) {
-                return Err((field("name"), format!("duplicate port name {name:?}")));
+                out.push((field("name"), problem));
+            } else if !port_names.insert(name) {
+                out.push((field("name"), format!("duplicate port name {name:?}")));
             }
         }
     }
     for (k, mount) in c.volume_mounts.iter().flatten().enumerate() {
         if !volumes.contains(mount.name.as_str()) {
-            return Err((
+            out.push((
                 format!("{path}.volumeMounts[{k}].name"),
                 format!("{:?} is not a volume declared in spec.volumes", mount.name),
             ));
         }
         if mount.mount_path.is_empty() {
-            return Err((
+            out.push((
                 format!("{path}.volumeMounts[{k}].mountPath"),
                 "is required".into(),
             ));
         }
     }
-    super::field_validation::validate_container_fields(path, c)?;
-    validate_probes_and_hooks(path, c, hooks)
+    super::field_validation::validate_container_fields(path, c, out);
+    super::spec_validation::validate_container_spec(path, c, out);
+    validate_probes_and_hooks(path, c, hooks, out);
 }
 
 fn is_lower_alnum(b: u8) -> bool {
@@ -502,7 +546,7 @@ fn dns1123_label_problem(s: &str) -> Option<String> {
 }
 
 /// RFC 1123 subdomain: at most 253 characters of dot-separated labels.
-fn dns1123_subdomain_problem(s: &str) -> Option<String> {
+pub(super) fn dns1123_subdomain_problem(s: &str) -> Option<String> {
     let ok = s.len() <= 253
         && s.split('.')
             .all(|part| dns1123_label_problem(part).is_none());

@@ -9,7 +9,7 @@
 //! `0` in the fields the API server defaults from zero (periodSeconds,
 //! timeoutSeconds, successThreshold, failureThreshold: see
 //! [`super::defaults::default_probe`]), and an empty httpGet path or scheme.
-//! Each problem comes back as one `(field, message)` naming the field.
+//! Every problem is added as one `(field, message)` naming the field.
 
 use k8s_openapi::api::core::v1::{
     Container, ExecAction, HTTPGetAction, LifecycleHandler, Probe, TCPSocketAction,
@@ -20,7 +20,7 @@ use super::defaults::{
     DEFAULT_PROBE_FAILURE_THRESHOLD, DEFAULT_PROBE_PERIOD_SECONDS, DEFAULT_PROBE_SUCCESS_THRESHOLD,
     DEFAULT_PROBE_TIMEOUT_SECONDS,
 };
-use super::model::{Invalid, iana_svc_name_problem};
+use super::model::{Invalid, Problems, iana_svc_name_problem, note};
 
 /// What a container's hooks are checked against.
 #[derive(Debug, Clone, Copy)]
@@ -39,7 +39,8 @@ pub(super) fn validate_probes_and_hooks(
     path: &str,
     c: &Container,
     ctx: HookContext,
-) -> Result<(), Invalid> {
+    out: &mut Problems,
+) {
     let restartable = c.restart_policy.as_deref() == Some("Always");
     let probes = [
         ("livenessProbe", &c.liveness_probe),
@@ -50,12 +51,13 @@ pub(super) fn validate_probes_and_hooks(
         let Some(probe) = probe else { continue };
         let field = format!("{path}.{name}");
         if ctx.is_init && !restartable {
-            return Err((field, NOT_ON_INIT.into()));
+            out.push((field, NOT_ON_INIT.into()));
+            continue;
         }
-        validate_probe(&field, name, probe)?;
+        validate_probe(&field, name, probe, out);
     }
     let Some(lifecycle) = &c.lifecycle else {
-        return Ok(());
+        return;
     };
     let hooks = [
         ("postStart", &lifecycle.post_start),
@@ -65,37 +67,37 @@ pub(super) fn validate_probes_and_hooks(
         let Some(hook) = hook else { continue };
         let field = format!("{path}.lifecycle.{name}");
         if ctx.is_init && !restartable {
-            return Err((field, NOT_ON_INIT.into()));
+            out.push((field, NOT_ON_INIT.into()));
+            continue;
         }
-        validate_lifecycle_handler(&field, hook, ctx.pod_grace_seconds)?;
+        validate_lifecycle_handler(&field, hook, ctx.pod_grace_seconds, out);
     }
-    Ok(())
 }
 
 const NOT_ON_INIT: &str = "may not be set for init containers without restartPolicy=Always";
 
 /// One probe: exactly one handler, then its fields. `name` is
 /// `livenessProbe`, `readinessProbe` or `startupProbe`.
-fn validate_probe(field: &str, name: &str, probe: &Probe) -> Result<(), Invalid> {
+fn validate_probe(field: &str, name: &str, probe: &Probe, out: &mut Problems) {
     let handlers = [
         ("exec", probe.exec.is_some()),
         ("httpGet", probe.http_get.is_some()),
         ("tcpSocket", probe.tcp_socket.is_some()),
         ("grpc", probe.grpc.is_some()),
     ];
-    exactly_one(field, &handlers)?;
+    note(out, exactly_one(field, &handlers));
     if let Some(exec) = &probe.exec {
-        validate_exec(field, exec)?;
+        note(out, validate_exec(field, exec));
     }
     if let Some(http) = &probe.http_get {
-        validate_http_get(field, http)?;
+        validate_http_get(field, http, out);
     }
     if let Some(tcp) = &probe.tcp_socket {
-        validate_tcp_socket(field, tcp)?;
+        note(out, validate_tcp_socket(field, tcp));
     }
     if let Some(grpc) = &probe.grpc {
         if !(1..=65535).contains(&grpc.port) {
-            return Err((
+            out.push((
                 format!("{field}.grpc.port"),
                 format!("{} is not in 1..=65535", grpc.port),
             ));
@@ -103,7 +105,7 @@ fn validate_probe(field: &str, name: &str, probe: &Probe) -> Result<(), Invalid>
     }
 
     if let Some(delay) = probe.initial_delay_seconds.filter(|d| *d < 0) {
-        return Err((
+        out.push((
             format!("{field}.initialDelaySeconds"),
             format!("must not be negative, found {delay}"),
         ));
@@ -132,7 +134,7 @@ fn validate_probe(field: &str, name: &str, probe: &Probe) -> Result<(), Invalid>
     ];
     for (child, value, default) in defaulted {
         if let Some(value) = value.filter(|v| *v < 0) {
-            return Err((
+            out.push((
                 format!("{field}.{child}"),
                 format!(
                     "must be at least 1 (0 or absent means the default, {default}), found {value}"
@@ -147,7 +149,7 @@ fn validate_probe(field: &str, name: &str, probe: &Probe) -> Result<(), Invalid>
         Some(n) => n,
     };
     if name != "readinessProbe" && success != 1 {
-        return Err((
+        out.push((
             format!("{field}.successThreshold"),
             format!("must be 1 for {name}, found {success}"),
         ));
@@ -155,7 +157,7 @@ fn validate_probe(field: &str, name: &str, probe: &Probe) -> Result<(), Invalid>
     match probe.termination_grace_period_seconds {
         None => {}
         Some(_) if name == "readinessProbe" => {
-            return Err((
+            out.push((
                 format!("{field}.terminationGracePeriodSeconds"),
                 "must not be set for readinessProbe (only a liveness or startup failure \
                  kills the container)"
@@ -163,14 +165,13 @@ fn validate_probe(field: &str, name: &str, probe: &Probe) -> Result<(), Invalid>
             ));
         }
         Some(grace) if grace <= 0 => {
-            return Err((
+            out.push((
                 format!("{field}.terminationGracePeriodSeconds"),
                 format!("must be greater than 0, found {grace}"),
             ));
         }
         Some(_) => {}
     }
-    Ok(())
 }
 
 /// postStart or preStop: exactly one of exec, httpGet, sleep.
@@ -184,16 +185,17 @@ fn validate_lifecycle_handler(
     field: &str,
     hook: &LifecycleHandler,
     pod_grace_seconds: i64,
-) -> Result<(), Invalid> {
+    out: &mut Problems,
+) {
     let handlers = [
         ("exec", hook.exec.is_some()),
         ("httpGet", hook.http_get.is_some()),
         ("tcpSocket", hook.tcp_socket.is_some()),
         ("sleep", hook.sleep.is_some()),
     ];
-    exactly_one(field, &handlers)?;
+    note(out, exactly_one(field, &handlers));
     if hook.tcp_socket.is_some() {
-        return Err((
+        out.push((
             format!("{field}.tcpSocket"),
             "is deprecated for lifecycle hooks and never run by the kubelet; \
              use exec, httpGet or sleep"
@@ -201,14 +203,14 @@ fn validate_lifecycle_handler(
         ));
     }
     if let Some(exec) = &hook.exec {
-        validate_exec(field, exec)?;
+        note(out, validate_exec(field, exec));
     }
     if let Some(http) = &hook.http_get {
-        validate_http_get(field, http)?;
+        validate_http_get(field, http, out);
     }
     if let Some(sleep) = &hook.sleep {
         if sleep.seconds < 0 || sleep.seconds > pod_grace_seconds {
-            return Err((
+            out.push((
                 format!("{field}.sleep.seconds"),
                 format!(
                     "must be between 0 and terminationGracePeriodSeconds ({pod_grace_seconds}), \
@@ -218,7 +220,6 @@ fn validate_lifecycle_handler(
             ));
         }
     }
-    Ok(())
 }
 
 /// Exactly one `(name, present)` is present; the error names `field`.
@@ -252,14 +253,14 @@ fn validate_exec(field: &str, exec: &ExecAction) -> Result<(), Invalid> {
     Ok(())
 }
 
-fn validate_http_get(field: &str, http: &HTTPGetAction) -> Result<(), Invalid> {
+fn validate_http_get(field: &str, http: &HTTPGetAction, out: &mut Problems) {
     let field = format!("{field}.httpGet");
-    port_number_or_name(&format!("{field}.port"), &http.port)?;
+    note(out, port_number_or_name(&format!("{field}.port"), &http.port));
     // Empty means the default (HTTP); the API compares case-sensitively.
     match http.scheme.as_deref() {
         None | Some("" | "HTTP" | "HTTPS") => {}
         Some(other) => {
-            return Err((
+            out.push((
                 format!("{field}.scheme"),
                 format!("{other:?} is not one of \"HTTP\", \"HTTPS\""),
             ));
@@ -272,7 +273,7 @@ fn validate_http_get(field: &str, http: &HTTPGetAction) -> Result<(), Invalid> {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-');
         if !ok {
-            return Err((
+            out.push((
                 format!("{field}.httpHeaders[{i}].name"),
                 format!(
                     "{:?} is not a valid HTTP header name (letters, digits and '-')",
@@ -281,7 +282,6 @@ fn validate_http_get(field: &str, http: &HTTPGetAction) -> Result<(), Invalid> {
             ));
         }
     }
-    Ok(())
 }
 
 fn validate_tcp_socket(field: &str, tcp: &TCPSocketAction) -> Result<(), Invalid> {

@@ -1,0 +1,267 @@
+//! One row per rule of `spec_validation`: a manifest fragment that passes
+//! and one that fails, with the field path and message the failure gives.
+
+use serde_json::{Value, json};
+
+use crate::pod::field_validation::tests::{check_rows, container};
+
+fn volume(v: Value) -> Value {
+    json!({"spec": {"volumes": [v]}})
+}
+
+fn env(e: Value) -> Value {
+    container(json!({"env": [e]}))
+}
+
+fn field_ref(path: &str) -> Value {
+    json!({"name": "X", "valueFrom": {"fieldRef": {"fieldPath": path}}})
+}
+
+#[test]
+fn dns_rows() {
+    check_rows(vec![
+        (
+            "dnsPolicy",
+            json!({"spec": {"dnsPolicy": "ClusterFirstWithHostNet"}}),
+            json!({"spec": {"dnsPolicy": "Cluster"}}),
+            "spec.dnsPolicy: Unsupported value: \"Cluster\": supported values: \"ClusterFirst\", \"ClusterFirstWithHostNet\", \"Default\", \"None\"",
+        ),
+        (
+            "dnsConfig required with None",
+            json!({"spec": {"dnsPolicy": "None", "dnsConfig": {"nameservers": ["1.1.1.1"]}}}),
+            json!({"spec": {"dnsPolicy": "None"}}),
+            "spec.dnsConfig: Required value: must provide `dnsConfig` when `dnsPolicy` is None",
+        ),
+        (
+            "a nameserver with None",
+            json!({"spec": {"dnsPolicy": "None", "dnsConfig": {"nameservers": ["::1"]}}}),
+            json!({"spec": {"dnsPolicy": "None", "dnsConfig": {"searches": ["a.b"]}}}),
+            "spec.dnsConfig.nameservers: Required value: must provide at least one DNS nameserver",
+        ),
+        (
+            "three nameservers",
+            json!({"spec": {"dnsConfig": {"nameservers": ["1.1.1.1", "1.0.0.1", "8.8.8.8"]}}}),
+            json!({"spec": {"dnsConfig": {"nameservers": ["1.1.1.1", "1.0.0.1", "8.8.8.8", "9.9.9.9"]}}}),
+            "spec.dnsConfig.nameservers: Invalid value: must not have more than 3 nameservers",
+        ),
+        (
+            "nameserver IP",
+            json!({"spec": {"dnsConfig": {"nameservers": ["10.9.8.7"]}}}),
+            json!({"spec": {"dnsConfig": {"nameservers": ["dns.local"]}}}),
+            "spec.dnsConfig.nameservers[0]: Invalid value: \"dns.local\": must be a valid IP address",
+        ),
+        (
+            "32 search paths",
+            json!({"spec": {"dnsConfig": {"searches": vec!["a.b"; 32]}}}),
+            json!({"spec": {"dnsConfig": {"searches": vec!["a.b"; 33]}}}),
+            "spec.dnsConfig.searches: Invalid value: must not have more than 32 search paths",
+        ),
+        (
+            "search list length",
+            // 8 names of 253 characters, one of 16 or 17, and 8 spaces:
+            // 2048, then 2049.
+            json!({"spec": {"dnsConfig": {"searches": searches(16)}}}),
+            json!({"spec": {"dnsConfig": {"searches": searches(17)}}}),
+            "spec.dnsConfig.searches: Invalid value: must not have more than 2048 characters",
+        ),
+        (
+            "search domain",
+            json!({"spec": {"dnsConfig": {"searches": [".", "svc.cluster.local."]}}}),
+            json!({"spec": {"dnsConfig": {"searches": ["Bad_Domain"]}}}),
+            "spec.dnsConfig.searches[0]: \"Bad_Domain\" is not a DNS-1123 subdomain",
+        ),
+        (
+            "option name",
+            json!({"spec": {"dnsConfig": {"options": [{"name": "ndots", "value": "2"}]}}}),
+            json!({"spec": {"dnsConfig": {"options": [{"value": "2"}]}}}),
+            "spec.dnsConfig.options[0]: Required value: Option.Name must not be empty",
+        ),
+    ]);
+}
+
+/// Eight search domains of 253 characters and one of `last`.
+fn searches(last: usize) -> Vec<String> {
+    let mut all = vec![long_domain(253); 8];
+    all.push(long_domain(last));
+    all
+}
+
+/// A valid search domain of `len` (≤ 253) characters: labels of at most
+/// 50 letters between dots.
+fn long_domain(len: usize) -> String {
+    (0..len)
+        .map(|i| if (i + 1) % 51 == 0 && i + 1 != len { '.' } else { 'a' })
+        .collect()
+}
+
+#[test]
+fn security_context_rows() {
+    let sc = |v: Value| container(json!({"securityContext": v}));
+    check_rows(vec![
+        (
+            "pod runAsUser",
+            json!({"spec": {"securityContext": {"runAsUser": 0}}}),
+            json!({"spec": {"securityContext": {"runAsUser": -1}}}),
+            "spec.securityContext.runAsUser: Invalid value: -1: must be between 0 and 2147483647, inclusive",
+        ),
+        (
+            "pod runAsGroup",
+            json!({"spec": {"securityContext": {"runAsGroup": 2147483647}}}),
+            json!({"spec": {"securityContext": {"runAsGroup": 2147483648_i64}}}),
+            "spec.securityContext.runAsGroup: Invalid value: 2147483648: must be between 0",
+        ),
+        (
+            "fsGroup",
+            json!({"spec": {"securityContext": {"fsGroup": 2000}}}),
+            json!({"spec": {"securityContext": {"fsGroup": -2}}}),
+            "spec.securityContext.fsGroup: Invalid value: -2",
+        ),
+        (
+            "supplementalGroups",
+            json!({"spec": {"securityContext": {"supplementalGroups": [1, 2]}}}),
+            json!({"spec": {"securityContext": {"supplementalGroups": [1, -2]}}}),
+            "spec.securityContext.supplementalGroups[1]: Invalid value: -2",
+        ),
+        (
+            "sysctl name",
+            json!({"spec": {"securityContext": {"sysctls": [{"name": "net.ipv4.ip_forward", "value": "1"}]}}}),
+            json!({"spec": {"securityContext": {"sysctls": [{"name": "net..x", "value": "1"}]}}}),
+            "spec.securityContext.sysctls[0].name: Invalid value: \"net..x\"",
+        ),
+        (
+            "container runAsUser",
+            sc(json!({"runAsUser": 65534})),
+            sc(json!({"runAsUser": -5})),
+            "spec.containers[0].securityContext.runAsUser: Invalid value: -5",
+        ),
+        (
+            "container runAsGroup",
+            sc(json!({"runAsGroup": 1})),
+            sc(json!({"runAsGroup": -1})),
+            "spec.containers[0].securityContext.runAsGroup: Invalid value: -1",
+        ),
+        (
+            "procMount",
+            sc(json!({"procMount": "Default"})),
+            sc(json!({"procMount": "Host"})),
+            "spec.containers[0].securityContext.procMount: Unsupported value: \"Host\"",
+        ),
+        (
+            "privileged without escalation",
+            sc(json!({"privileged": true, "allowPrivilegeEscalation": true})),
+            sc(json!({"privileged": true, "allowPrivilegeEscalation": false})),
+            "spec.containers[0].securityContext: Invalid value: cannot set `allowPrivilegeEscalation` to false and `privileged` to true",
+        ),
+        (
+            "CAP_SYS_ADMIN without escalation",
+            sc(json!({"allowPrivilegeEscalation": false, "capabilities": {"add": ["NET_ADMIN"]}})),
+            sc(json!({"allowPrivilegeEscalation": false, "capabilities": {"add": ["CAP_SYS_ADMIN"]}})),
+            "`capabilities.Add` CAP_SYS_ADMIN",
+        ),
+    ]);
+}
+
+#[test]
+fn volume_and_env_source_rows() {
+    check_rows(vec![
+        (
+            "emptyDir sizeLimit",
+            volume(json!({"name": "v", "emptyDir": {"sizeLimit": "1Gi"}})),
+            volume(json!({"name": "v", "emptyDir": {"sizeLimit": "big"}})),
+            "spec.volumes[0].emptyDir.sizeLimit: Invalid value: \"big\": quantities must match",
+        ),
+        (
+            "negative emptyDir sizeLimit",
+            volume(json!({"name": "v", "emptyDir": {"medium": "Memory"}})),
+            volume(json!({"name": "v", "emptyDir": {"sizeLimit": "-1Mi"}})),
+            "spec.volumes[0].emptyDir.sizeLimit: Invalid value: \"-1Mi\": must be greater than or equal to 0",
+        ),
+        (
+            "configMap volume",
+            volume(json!({"name": "v"})),
+            volume(json!({"name": "v", "configMap": {"name": "cm"}})),
+            "spec.volumes[0].configMap: Forbidden: static pods cannot use it: it needs objects from the API server",
+        ),
+        (
+            "secret volume",
+            volume(json!({"name": "v", "hostPath": {"path": "/etc/kubernetes/pki"}})),
+            volume(json!({"name": "v", "secret": {"secretName": "s"}})),
+            "spec.volumes[0].secret: Forbidden: static pods cannot use it",
+        ),
+        (
+            "projected token volume",
+            volume(json!({"name": "v", "emptyDir": {}})),
+            volume(
+                json!({"name": "v", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}),
+            ),
+            "spec.volumes[0].projected: Forbidden: static pods cannot use it",
+        ),
+        (
+            "nfs volume",
+            volume(json!({"name": "v", "emptyDir": {}})),
+            volume(json!({"name": "v", "nfs": {"server": "s", "path": "/x"}})),
+            "spec.volumes[0].nfs: Forbidden: crilet mounts only hostPath and emptyDir volumes",
+        ),
+        (
+            "ephemeral containers",
+            json!({"spec": {"ephemeralContainers": []}}),
+            json!({"spec": {"ephemeralContainers": [{"name": "debug", "image": "busybox"}]}}),
+            "spec.ephemeralContainers: Forbidden: cannot be set on create",
+        ),
+        (
+            "envFrom",
+            container(json!({"envFrom": []})),
+            container(json!({"envFrom": [{"configMapRef": {"name": "cm"}}]})),
+            "spec.containers[0].envFrom: Forbidden: static pods cannot use it",
+        ),
+        (
+            "valueFrom without a source",
+            env(field_ref("metadata.name")),
+            env(json!({"name": "X", "valueFrom": {}})),
+            "spec.containers[0].env[0].valueFrom: Invalid value: \"\": must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`",
+        ),
+        (
+            "value and valueFrom",
+            env(json!({"name": "X", "value": "", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})),
+            env(json!({"name": "X", "value": "v", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})),
+            "spec.containers[0].env[0].valueFrom: Invalid value: \"\": may not be specified when `value` is not empty",
+        ),
+        (
+            "two sources",
+            env(field_ref("status.podIP")),
+            env(json!({"name": "X", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"},
+                                                   "secretKeyRef": {"name": "s", "key": "k"}}})),
+            "spec.containers[0].env[0].valueFrom: Invalid value: \"\": may not have more than one field specified at a time",
+        ),
+        (
+            "secretKeyRef",
+            env(field_ref("metadata.labels['app']")),
+            env(json!({"name": "X", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}})),
+            "spec.containers[0].env[0].valueFrom.secretKeyRef: Forbidden: static pods cannot use it",
+        ),
+        (
+            "configMapKeyRef",
+            env(field_ref("metadata.annotations['a.b/c']")),
+            env(json!({"name": "X", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}})),
+            "spec.containers[0].env[0].valueFrom.configMapKeyRef: Forbidden: static pods cannot use it",
+        ),
+        (
+            "resourceFieldRef",
+            env(field_ref("status.hostIPs")),
+            env(json!({"name": "X", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}})),
+            "spec.containers[0].env[0].valueFrom.resourceFieldRef: Forbidden: not supported by crilet",
+        ),
+        (
+            "fieldRef path",
+            env(field_ref("spec.serviceAccountName")),
+            env(field_ref("spec.hostname")),
+            "spec.containers[0].env[0].valueFrom.fieldRef.fieldPath: Unsupported value: \"spec.hostname\"",
+        ),
+        (
+            "fieldRef subscript",
+            env(field_ref("metadata.uid")),
+            env(field_ref("metadata.labels['']")),
+            "spec.containers[0].env[0].valueFrom.fieldRef.fieldPath: Unsupported value",
+        ),
+    ]);
+}
