@@ -41,3 +41,4 @@ mod stats_api;
 mod support;
 mod url_agent;
 mod url_source;
+mod validate;

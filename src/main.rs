@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use crilet::agent::config::{LogFormat, RunArgs};
-use crilet::cli::{OutputFormat, agent_client, debug, runtime_info};
+use crilet::cli::{OutputFormat, agent_client, debug, runtime_info, validate};
 use crilet::cri::{CriRuntime, DEFAULT_ENDPOINT, RuntimeError, RuntimeOptions};
 use crilet::images::disk::Statvfs;
 use crilet::units::parse_duration;
@@ -59,6 +59,10 @@ enum Command {
     /// Run a command in a container (as `kubectl exec`, not interactive),
     /// through the agent; exits with the command's status.
     Exec(debug::ExecArgs),
+    /// Check static pod manifests as `crilet run` reads them (parse,
+    /// validation, defaulting, trust); needs no runtime. Exits 1 on any
+    /// refused manifest.
+    Validate(validate::ValidateArgs),
     /// Image garbage collection: with --dry-run, what would be removed now
     /// and why (nothing is removed; the agent collects on its own period).
     Gc {
@@ -173,6 +177,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(debug::logs(&a.socket, req, &mut std::io::stdout()).await?)
         }
         Command::Exec(_) => unreachable!("`crilet exec` runs through exec_command"),
+        Command::Validate(_) => unreachable!("`crilet validate` runs through validate::run"),
     }
 }
 
@@ -199,7 +204,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     let node_name = node::node_name(settings.hostname_override.as_deref())
         .context("determining the node name")?;
     let metrics = Arc::new(crilet::stats::metrics::Metrics::new());
-    let manifest_url = manifest_url_source(&settings, &node_name)?;
+    let manifest_url = crilet::agent::url_source::manifest_url_source(&settings, &node_name)?;
     let runtime = CriRuntime::connect_lazy(
         &settings.container_runtime_endpoint,
         RuntimeOptions {
@@ -344,6 +349,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         node,
         pod_manifest_path: settings.pod_manifest_path.clone(),
         file_check_frequency: settings.file_check_frequency,
+        manifest_trust: settings.manifest_trust,
         cgroup_fs: std::path::PathBuf::from(CGROUP_ROOT),
         manifest_url,
         probe_recorder: Some(probe_recorder),
@@ -503,28 +509,6 @@ mod stats_server {
     }
 }
 
-/// The `--manifest-url` source, checked before anything starts.
-fn manifest_url_source(
-    settings: &crilet::agent::config::Settings,
-    node_name: &str,
-) -> anyhow::Result<Option<crilet::config::http::UrlSource>> {
-    use crilet::config::http::{UrlSource, UrlSourceConfig, fetch::FetchOptions};
-    let Some(url) = &settings.manifest_url else {
-        return Ok(None);
-    };
-    let config = UrlSourceConfig {
-        url: url.clone(),
-        check_frequency: settings.http_check_frequency,
-        node_name: node_name.to_string(),
-    };
-    let options = FetchOptions {
-        headers: settings.manifest_url_headers.clone(),
-        ca_file: settings.manifest_url_ca_file.clone(),
-        ..FetchOptions::default()
-    };
-    Ok(Some(UrlSource::new(config, &options)?))
-}
-
 fn spawn_signal_handler(cancel: tokio_util::sync::CancellationToken) {
     tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
@@ -558,6 +542,9 @@ fn one_line(err: &anyhow::Error) -> String {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Validate(args) = &cli.command {
+        return validate::run(args);
+    }
     let (log_format, level) = match &cli.command {
         Command::Run(args) => match crilet::agent::config::load(args) {
             Ok(settings) => (settings.log_format, "info"),

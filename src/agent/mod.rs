@@ -25,6 +25,7 @@ pub mod observe;
 mod pleg;
 pub mod prober;
 pub mod termination;
+pub mod url_source;
 pub mod worker;
 
 use std::collections::HashMap;
@@ -69,6 +70,8 @@ pub struct Agent {
     pub node: NodeContext,
     pub pod_manifest_path: Option<PathBuf>,
     pub file_check_frequency: Duration,
+    /// Warn about, or refuse, manifests others than root can change.
+    pub manifest_trust: crate::config::trust::ManifestTrust,
     pub cgroup_fs: PathBuf,
     /// Where workers write pod statuses (shared with the API servers).
     pub statuses: StatusCache,
@@ -93,6 +96,7 @@ impl Agent {
                     path,
                     check_frequency: self.file_check_frequency,
                     node_name: self.node.node_name.clone(),
+                    trust: self.manifest_trust,
                 },
                 sets_tx.clone(),
                 cancel.clone(),

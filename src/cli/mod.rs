@@ -5,6 +5,7 @@
 pub mod agent_client;
 pub mod debug;
 pub mod runtime_info;
+pub mod validate;
 
 /// How a command prints its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]

@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::merge::SourcePod;
+use super::trust::{ManifestTrust, path_reasons};
 use crate::pod::defaults::{
     PodSource, apply_api_defaults, apply_static_defaults, pod_content_equal,
 };
@@ -43,6 +44,8 @@ pub struct FileSourceConfig {
     /// How often the path is re-listed whatever inotify says.
     pub check_frequency: Duration,
     pub node_name: String,
+    /// Warn about, or refuse, manifests others than root could change.
+    pub trust: ManifestTrust,
 }
 
 impl FileSourceConfig {
@@ -52,6 +55,7 @@ impl FileSourceConfig {
             path: path.into(),
             check_frequency: DEFAULT_CHECK_FREQUENCY,
             node_name: node_name.into(),
+            trust: ManifestTrust::Warn,
         }
     }
 }
@@ -71,15 +75,64 @@ pub fn read_manifests(
     node_name: &str,
     now: jiff::Timestamp,
 ) -> (Vec<SourcePod>, Vec<ManifestError>) {
-    let mut pods = Vec::new();
-    let mut errors = Vec::new();
+    let read = read_manifests_trusting(path, node_name, now, ManifestTrust::Warn);
+    (read.pods, read.errors)
+}
+
+/// What one read of the manifest path found.
+#[derive(Debug, Default)]
+pub struct ManifestRead {
+    pub pods: Vec<SourcePod>,
+    pub errors: Vec<ManifestError>,
+    /// The directory and the loaded manifests that someone other than root
+    /// or crilet's user could change, with why (warnings: their pods run).
+    pub untrusted: Vec<ManifestError>,
+}
+
+/// [`read_manifests`], checking each manifest's (and the directory's)
+/// owner and mode: an untrusted manifest is a warning, or with
+/// [`ManifestTrust::Strict`] an error and no pod.
+pub fn read_manifests_trusting(
+    path: &Path,
+    node_name: &str,
+    now: jiff::Timestamp,
+    trust: ManifestTrust,
+) -> ManifestRead {
+    let mut read = ManifestRead::default();
+    let dir_reasons = match fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => path_reasons("manifest directory", path),
+        _ => Vec::new(),
+    };
+    if !dir_reasons.is_empty() {
+        read.untrusted
+            .push(manifest_error(path, dir_reasons.join("; ")));
+    }
     for result in read_all(path, node_name, now) {
-        match result {
-            Ok(pod) => pods.push(pod),
-            Err(e) => errors.push(e),
+        let pod = match result {
+            Ok(pod) => pod,
+            Err(e) => {
+                read.errors.push(e);
+                continue;
+            }
+        };
+        let mut reasons = path_reasons("manifest", Path::new(&pod.origin));
+        reasons.extend(dir_reasons.iter().cloned());
+        if reasons.is_empty() {
+            read.pods.push(pod);
+        } else if trust == ManifestTrust::Strict {
+            let why = format!(
+                "untrusted: {}; refused (--manifest-trust=strict)",
+                reasons.join("; ")
+            );
+            read.errors.push(ManifestError::new(&pod.origin, None, why));
+        } else {
+            let why = format!("untrusted: {}", reasons.join("; "));
+            read.untrusted
+                .push(ManifestError::new(&pod.origin, None, why));
+            read.pods.push(pod);
         }
     }
-    (pods, errors)
+    read
 }
 
 /// One result per manifest file, in file-name order.
@@ -138,12 +191,26 @@ fn read_one(
     node_name: &str,
     now: jiff::Timestamp,
 ) -> Result<SourcePod, ManifestError> {
-    let origin = path.to_string_lossy().into_owned();
+    let origin = path.to_string_lossy();
     let bytes = read_limited(path, meta).map_err(|message| manifest_error(path, message))?;
-    let mut pod = parse_pod(&origin, &bytes)?;
+    load_manifest(&origin, &bytes, node_name, now)
+}
+
+/// The manifest `bytes` read from `origin` parsed, validated and defaulted
+/// as the file source does it (also for `crilet validate -`).
+pub fn load_manifest(
+    origin: &str,
+    bytes: &[u8],
+    node_name: &str,
+    now: jiff::Timestamp,
+) -> Result<SourcePod, ManifestError> {
+    let mut pod = parse_pod(origin, bytes)?;
     apply_api_defaults(&mut pod);
-    apply_static_defaults(&mut pod, node_name, &PodSource::File(&origin), now);
-    Ok(SourcePod { origin, pod })
+    apply_static_defaults(&mut pod, node_name, &PodSource::File(origin), now);
+    Ok(SourcePod {
+        origin: origin.to_owned(),
+        pod,
+    })
 }
 
 /// The file's bytes, refusing anything but a regular file of at most
@@ -222,17 +289,23 @@ pub async fn run(config: FileSourceConfig, tx: mpsc::Sender<SourceSet>, cancel: 
     ticker.tick().await;
     let mut last_sent: Option<Vec<SourcePod>> = None;
     let mut error_texts = BTreeMap::new();
+    let mut untrusted_texts = BTreeMap::new();
 
     loop {
         // Watch before reading, so a change during the read is not missed.
         watch.ensure();
-        let (path, node) = (config.path.clone(), config.node_name.clone());
+        let (path, node, trust) = (config.path.clone(), config.node_name.clone(), config.trust);
         let read = tokio::task::spawn_blocking(move || {
-            read_manifests(&path, &node, jiff::Timestamp::now())
+            read_manifests_trusting(&path, &node, jiff::Timestamp::now(), trust)
         });
         match read.await {
-            Ok((pods, errors)) => {
-                error_texts = log_errors(&error_texts, &errors);
+            Ok(ManifestRead {
+                pods,
+                errors,
+                untrusted,
+            }) => {
+                error_texts = log_errors(&error_texts, &errors, SKIPPED);
+                untrusted_texts = log_errors(&untrusted_texts, &untrusted, UNTRUSTED);
                 let pods = stabilize(last_sent.as_deref().unwrap_or_default(), pods);
                 if last_sent.as_ref() != Some(&pods) {
                     let set = SourceSet {
@@ -289,24 +362,36 @@ fn stabilize(previous: &[SourcePod], current: Vec<SourcePod>) -> Vec<SourcePod> 
         .collect()
 }
 
-/// The error text of each origin, with warnings for the texts that changed
-/// and an info line for origins whose errors are gone: a broken file warns
-/// once, not on every re-list.
+/// The error text of each origin, with a warning `what` for the texts that
+/// changed and an info line for origins whose errors are gone: a broken (or
+/// untrusted) file warns once, not on every re-list.
 fn log_errors(
     previous: &BTreeMap<String, String>,
     errors: &[ManifestError],
+    (what, resolved): (&str, &str),
 ) -> BTreeMap<String, String> {
     let current = error_texts(errors);
     for e in errors {
         if previous.get(&e.origin) != current.get(&e.origin) {
-            warn!(error = %e, "static pod manifest skipped");
+            warn!(error = %e, "{what}");
         }
     }
     for origin in previous.keys().filter(|o| !current.contains_key(*o)) {
-        info!(%origin, "static pod manifest error resolved");
+        info!(%origin, "{resolved}");
     }
     current
 }
+
+/// The warning and the all-clear for a manifest that cannot be read.
+const SKIPPED: (&str, &str) = (
+    "static pod manifest skipped",
+    "static pod manifest error resolved",
+);
+/// The warning and the all-clear for a manifest others can change.
+const UNTRUSTED: (&str, &str) = (
+    "static pod manifest can be changed by others than root (see --manifest-trust)",
+    "static pod manifest trusted again",
+);
 
 fn error_texts(errors: &[ManifestError]) -> BTreeMap<String, String> {
     let mut texts: BTreeMap<String, String> = BTreeMap::new();

@@ -184,7 +184,11 @@ fn a_missing_path_is_an_empty_list_and_one_error() {
     assert!(pods.is_empty());
     assert_eq!(
         errors,
-        [ManifestError::new(&origin(&missing), None, "does not exist")]
+        [ManifestError::new(
+            &origin(&missing),
+            None,
+            "does not exist"
+        )]
     );
 }
 
@@ -246,9 +250,13 @@ fn stabilize_reuses_unchanged_pods_only() {
 #[test]
 fn error_texts_group_by_origin() {
     let e = |origin: &str, message: &str| ManifestError::new(origin, None, message);
-    let first = log_errors(&BTreeMap::new(), &[e("/m/a", "bad"), e("/m/b", "worse")]);
+    let first = log_errors(
+        &BTreeMap::new(),
+        &[e("/m/a", "bad"), e("/m/b", "worse")],
+        SKIPPED,
+    );
     assert_eq!(first.len(), 2);
-    let second = log_errors(&first, &[e("/m/a", "bad")]);
+    let second = log_errors(&first, &[e("/m/a", "bad")], SKIPPED);
     assert_eq!(second.keys().collect::<Vec<_>>(), ["/m/a"]);
     assert_eq!(second["/m/a"], first["/m/a"]);
     let two = error_texts(&[e("/m/a", "one"), e("/m/a", "two")]);

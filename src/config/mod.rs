@@ -6,3 +6,4 @@
 pub mod file;
 pub mod http;
 pub mod merge;
+pub mod trust;

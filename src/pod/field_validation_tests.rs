@@ -216,7 +216,10 @@ fn every_problem_of_a_file_is_reported_together() {
         ]
     );
     let text = err.to_string();
-    assert!(text.starts_with("web.json: metadata.labels: Invalid value"), "{text}");
+    assert!(
+        text.starts_with("web.json: metadata.labels: Invalid value"),
+        "{text}"
+    );
     assert_eq!(text.matches("; spec.").count(), 7, "{text}");
     assert_eq!(text.lines().count(), 1, "{text}");
 }
@@ -231,5 +234,8 @@ fn a_pod_list_item_reports_all_its_problems_under_its_path() {
     let bytes = serde_json::to_vec(&list).unwrap();
     let err = crate::pod::model::parse_pods("http://127.0.0.1/pods", &bytes).expect_err("bad item");
     let fields: Vec<&str> = err.problems().map(|(f, _)| f.unwrap()).collect();
-    assert_eq!(fields, ["items[1].spec.dnsPolicy", "items[1].spec.restartPolicy"]);
+    assert_eq!(
+        fields,
+        ["items[1].spec.dnsPolicy", "items[1].spec.restartPolicy"]
+    );
 }

@@ -63,7 +63,10 @@ impl ManifestError {
     /// Every problem, first included, as (field path if any, message).
     pub fn problems(&self) -> impl Iterator<Item = (Option<&str>, &str)> {
         let first = (self.field.as_deref(), self.message.as_str());
-        let others = self.others.iter().map(|(f, m)| (Some(f.as_str()), m.as_str()));
+        let others = self
+            .others
+            .iter()
+            .map(|(f, m)| (Some(f.as_str()), m.as_str()));
         std::iter::once(first).chain(others)
     }
 
@@ -328,7 +331,11 @@ pub fn pod_problems(pod: &Pod) -> Problems {
             }
         }
     }
-    let namespace = pod.metadata.namespace.as_deref().filter(|ns| !ns.is_empty());
+    let namespace = pod
+        .metadata
+        .namespace
+        .as_deref()
+        .filter(|ns| !ns.is_empty());
     if let Some(problem) = namespace.and_then(dns1123_label_problem) {
         push(&mut out, "metadata.namespace", problem);
     }

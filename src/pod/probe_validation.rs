@@ -255,7 +255,10 @@ fn validate_exec(field: &str, exec: &ExecAction) -> Result<(), Invalid> {
 
 fn validate_http_get(field: &str, http: &HTTPGetAction, out: &mut Problems) {
     let field = format!("{field}.httpGet");
-    note(out, port_number_or_name(&format!("{field}.port"), &http.port));
+    note(
+        out,
+        port_number_or_name(&format!("{field}.port"), &http.port),
+    );
     // Empty means the default (HTTP); the API compares case-sensitively.
     match http.scheme.as_deref() {
         None | Some("" | "HTTP" | "HTTPS") => {}

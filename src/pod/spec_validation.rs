@@ -54,7 +54,11 @@ pub fn validate_pod_spec(spec: &PodSpec, out: &mut Problems) {
     for (i, volume) in spec.volumes.iter().flatten().enumerate() {
         validate_volume_source(&format!("spec.volumes[{i}]"), volume, out);
     }
-    if spec.ephemeral_containers.as_ref().is_some_and(|e| !e.is_empty()) {
+    if spec
+        .ephemeral_containers
+        .as_ref()
+        .is_some_and(|e| !e.is_empty())
+    {
         out.push((
             "spec.ephemeralContainers".into(),
             "Forbidden: cannot be set on create".into(),
@@ -173,7 +177,10 @@ fn validate_security_context(field: &str, sc: &SecurityContext, out: &mut Proble
     id_in_range(&format!("{field}.runAsGroup"), sc.run_as_group, out);
     if let Some(mount) = sc.proc_mount.as_deref() {
         if !PROC_MOUNTS.contains(&mount) {
-            out.push((format!("{field}.procMount"), unsupported(mount, &PROC_MOUNTS)));
+            out.push((
+                format!("{field}.procMount"),
+                unsupported(mount, &PROC_MOUNTS),
+            ));
         }
     }
     if sc.allow_privilege_escalation == Some(false) {
@@ -212,7 +219,8 @@ fn id_in_range(field: &str, id: Option<i64>, out: &mut Problems) {
 fn is_sysctl_name(name: &str) -> bool {
     let segment_ok = |s: &str| {
         let b = s.as_bytes();
-        let inner = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'-' | b'_');
+        let inner =
+            |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'-' | b'_');
         let edge = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
         !b.is_empty() && b.iter().all(inner) && edge(&b[0]) && edge(&b[b.len() - 1])
     };
@@ -222,7 +230,11 @@ fn is_sysctl_name(name: &str) -> bool {
 /// hostPath, emptyDir or no source (an emptyDir once defaulted) are what
 /// crilet mounts; the others need the API server or a volume plugin.
 fn validate_volume_source(path: &str, volume: &Volume, out: &mut Problems) {
-    if let Some(limit) = volume.empty_dir.as_ref().and_then(|e| e.size_limit.as_ref()) {
+    if let Some(limit) = volume
+        .empty_dir
+        .as_ref()
+        .and_then(|e| e.size_limit.as_ref())
+    {
         if let Some(problem) = quantity_problem(&limit.0) {
             out.push((format!("{path}.emptyDir.sizeLimit"), problem));
         }
@@ -237,7 +249,11 @@ fn validate_volume_source(path: &str, volume: &Volume, out: &mut Problems) {
     };
     for kind in kinds {
         let why = match kind.as_str() {
-            "configMap" | "secret" | "projected" | "downwardAPI" | "persistentVolumeClaim"
+            "configMap"
+            | "secret"
+            | "projected"
+            | "downwardAPI"
+            | "persistentVolumeClaim"
             | "ephemeral" => NO_API,
             _ => "crilet mounts only hostPath and emptyDir volumes",
         };
@@ -275,14 +291,20 @@ fn validate_value_from(field: &str, env: &EnvVar, out: &mut Problems) {
     }
     match set[0] {
         "configMapKeyRef" | "secretKeyRef" => {
-            out.push((format!("{field}.{}", set[0]), format!("Forbidden: {NO_API}")));
+            out.push((
+                format!("{field}.{}", set[0]),
+                format!("Forbidden: {NO_API}"),
+            ));
         }
         "resourceFieldRef" => out.push((
             format!("{field}.resourceFieldRef"),
             "Forbidden: not supported by crilet".into(),
         )),
         _ => {
-            let path = from.field_ref.as_ref().map_or("", |f| f.field_path.as_str());
+            let path = from
+                .field_ref
+                .as_ref()
+                .map_or("", |f| f.field_path.as_str());
             if !is_env_field_path(path) {
                 let child = format!("{field}.fieldRef.fieldPath");
                 let problem = if path.is_empty() {

@@ -90,7 +90,13 @@ fn searches(last: usize) -> Vec<String> {
 /// 50 letters between dots.
 fn long_domain(len: usize) -> String {
     (0..len)
-        .map(|i| if (i + 1) % 51 == 0 && i + 1 != len { '.' } else { 'a' })
+        .map(|i| {
+            if (i + 1) % 51 == 0 && i + 1 != len {
+                '.'
+            } else {
+                'a'
+            }
+        })
         .collect()
 }
 
@@ -155,7 +161,9 @@ fn security_context_rows() {
         (
             "CAP_SYS_ADMIN without escalation",
             sc(json!({"allowPrivilegeEscalation": false, "capabilities": {"add": ["NET_ADMIN"]}})),
-            sc(json!({"allowPrivilegeEscalation": false, "capabilities": {"add": ["CAP_SYS_ADMIN"]}})),
+            sc(
+                json!({"allowPrivilegeEscalation": false, "capabilities": {"add": ["CAP_SYS_ADMIN"]}}),
+            ),
             "`capabilities.Add` CAP_SYS_ADMIN",
         ),
     ]);
@@ -222,15 +230,21 @@ fn volume_and_env_source_rows() {
         ),
         (
             "value and valueFrom",
-            env(json!({"name": "X", "value": "", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})),
-            env(json!({"name": "X", "value": "v", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})),
+            env(
+                json!({"name": "X", "value": "", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}),
+            ),
+            env(
+                json!({"name": "X", "value": "v", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}),
+            ),
             "spec.containers[0].env[0].valueFrom: Invalid value: \"\": may not be specified when `value` is not empty",
         ),
         (
             "two sources",
             env(field_ref("status.podIP")),
-            env(json!({"name": "X", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"},
-                                                   "secretKeyRef": {"name": "s", "key": "k"}}})),
+            env(
+                json!({"name": "X", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"},
+                                                   "secretKeyRef": {"name": "s", "key": "k"}}}),
+            ),
             "spec.containers[0].env[0].valueFrom: Invalid value: \"\": may not have more than one field specified at a time",
         ),
         (
@@ -248,7 +262,9 @@ fn volume_and_env_source_rows() {
         (
             "resourceFieldRef",
             env(field_ref("status.hostIPs")),
-            env(json!({"name": "X", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}})),
+            env(
+                json!({"name": "X", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}}),
+            ),
             "spec.containers[0].env[0].valueFrom.resourceFieldRef: Forbidden: not supported by crilet",
         ),
         (

@@ -64,6 +64,12 @@ pub struct RunArgs {
     /// PEM bundle of CAs trusted for an https manifest URL, besides the system's.
     #[arg(long)]
     pub manifest_url_ca_file: Option<PathBuf>,
+    /// Manifests (or their directory) writable by group or others or owned
+    /// by a user other than root or crilet's, and a manifest URL over plain
+    /// http from a non-loopback host: `warn` once per file (the default) or
+    /// refuse them (`strict`). Whoever can change them is root on the node.
+    #[arg(long, value_enum)]
+    pub manifest_trust: Option<crate::config::trust::ManifestTrust>,
     /// The CRI endpoint.
     #[arg(long, env = "CONTAINER_RUNTIME_ENDPOINT")]
     pub container_runtime_endpoint: Option<String>,
@@ -215,6 +221,7 @@ pub struct Settings {
     pub manifest_url_headers: Vec<(String, String)>,
     pub http_check_frequency: Duration,
     pub manifest_url_ca_file: Option<PathBuf>,
+    pub manifest_trust: crate::config::trust::ManifestTrust,
     pub container_runtime_endpoint: String,
     pub runtime_request_timeout: Duration,
     pub hostname_override: Option<String>,
@@ -297,6 +304,7 @@ pub fn resolve(args: &RunArgs, file: &ConfigFile, origin: &str) -> Result<Settin
         manifest_url_headers: sources.manifest_url_headers,
         http_check_frequency: sources.http_check_frequency,
         manifest_url_ca_file: sources.manifest_url_ca_file,
+        manifest_trust: args.manifest_trust.unwrap_or_default(),
         container_runtime_endpoint: runtime.container_runtime_endpoint,
         runtime_request_timeout: runtime.runtime_request_timeout,
         hostname_override: args.hostname_override.clone(),
