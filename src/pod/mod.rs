@@ -11,6 +11,7 @@ pub mod field_validation;
 pub mod lookup;
 pub mod manager;
 pub mod model;
+mod mount_validation;
 mod probe_validation;
 pub mod spec_validation;
 pub mod view;

@@ -528,7 +528,7 @@ fn validate_container(
         }
     }
     super::field_validation::validate_container_fields(path, c, out);
-    super::spec_validation::validate_container_spec(path, c, out);
+    super::spec_validation::validate_container_spec(path, c, hooks.is_init, out);
     validate_probes_and_hooks(path, c, hooks, out);
 }
 
@@ -537,7 +537,7 @@ fn is_lower_alnum(b: u8) -> bool {
 }
 
 /// RFC 1123 label: 1..=63 of `[a-z0-9-]`, starting and ending alphanumeric.
-fn dns1123_label_problem(s: &str) -> Option<String> {
+pub(super) fn dns1123_label_problem(s: &str) -> Option<String> {
     let b = s.as_bytes();
     let ok = !b.is_empty()
         && b.len() <= 63

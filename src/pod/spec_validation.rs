@@ -54,6 +54,7 @@ pub fn validate_pod_spec(spec: &PodSpec, out: &mut Problems) {
     for (i, volume) in spec.volumes.iter().flatten().enumerate() {
         validate_volume_source(&format!("spec.volumes[{i}]"), volume, out);
     }
+    super::mount_validation::validate_pod_names(spec, out);
     if spec
         .ephemeral_containers
         .as_ref()
@@ -66,11 +67,13 @@ pub fn validate_pod_spec(spec: &PodSpec, out: &mut Problems) {
     }
 }
 
-/// A container's securityContext, envFrom and env `valueFrom`.
-pub fn validate_container_spec(path: &str, c: &Container, out: &mut Problems) {
+/// A container's securityContext, envFrom and env `valueFrom`, volume
+/// mount paths, termination message policy, restartPolicy and host IPs.
+pub fn validate_container_spec(path: &str, c: &Container, is_init: bool, out: &mut Problems) {
     if let Some(sc) = &c.security_context {
         validate_security_context(&format!("{path}.securityContext"), sc, out);
     }
+    super::mount_validation::validate_container_misc(path, c, is_init, out);
     if c.env_from.as_ref().is_some_and(|e| !e.is_empty()) {
         out.push((format!("{path}.envFrom"), format!("Forbidden: {NO_API}")));
     }

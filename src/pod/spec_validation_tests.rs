@@ -281,3 +281,123 @@ fn volume_and_env_source_rows() {
         ),
     ]);
 }
+
+#[test]
+fn mount_and_container_rows() {
+    let vol = json!([{"name": "v", "emptyDir": {}}]);
+    let mounts = |m: Value| {
+        let mut p = container(json!({"volumeMounts": m}));
+        p["spec"]["volumes"] = vol.clone();
+        p
+    };
+    check_rows(vec![
+        (
+            "unique mountPath",
+            mounts(json!([{"name": "v", "mountPath": "/a"}, {"name": "v", "mountPath": "/b"}])),
+            mounts(json!([{"name": "v", "mountPath": "/a"}, {"name": "v", "mountPath": "/a"}])),
+            "spec.containers[0].volumeMounts[1].mountPath: Invalid value: \"/a\": must be unique",
+        ),
+        (
+            "subPath relative",
+            mounts(json!([{"name": "v", "mountPath": "/a", "subPath": "x/y"}])),
+            mounts(json!([{"name": "v", "mountPath": "/a", "subPath": "/x"}])),
+            "spec.containers[0].volumeMounts[0].subPath: Invalid value: \"/x\": must be a relative path",
+        ),
+        (
+            "subPath backsteps",
+            mounts(json!([{"name": "v", "mountPath": "/a", "subPath": "x..y"}])),
+            mounts(json!([{"name": "v", "mountPath": "/a", "subPath": "x/../../etc"}])),
+            "spec.containers[0].volumeMounts[0].subPath: Invalid value: \"x/../../etc\": must not contain '..'",
+        ),
+        (
+            "subPath and subPathExpr",
+            mounts(json!([{"name": "v", "mountPath": "/a", "subPathExpr": "$(POD)"}])),
+            mounts(json!([{"name": "v", "mountPath": "/a", "subPath": "x", "subPathExpr": "y"}])),
+            "spec.containers[0].volumeMounts[0].subPathExpr: Invalid value: \"y\": subPathExpr and subPath are mutually exclusive",
+        ),
+        (
+            "mountPropagation",
+            mounts(
+                json!([{"name": "v", "mountPath": "/a", "mountPropagation": "HostToContainer"}]),
+            ),
+            mounts(json!([{"name": "v", "mountPath": "/a", "mountPropagation": "Shared"}])),
+            "spec.containers[0].volumeMounts[0].mountPropagation: Unsupported value: \"Shared\"",
+        ),
+        (
+            "Bidirectional needs privileged",
+            {
+                let mut p = mounts(
+                    json!([{"name": "v", "mountPath": "/a", "mountPropagation": "Bidirectional"}]),
+                );
+                p["spec"]["containers"][0]["securityContext"] = json!({"privileged": true});
+                p
+            },
+            mounts(json!([{"name": "v", "mountPath": "/a", "mountPropagation": "Bidirectional"}])),
+            "spec.containers[0].volumeMounts[0].mountPropagation: Forbidden: Bidirectional mount propagation is available only to privileged containers",
+        ),
+        (
+            "terminationMessagePolicy",
+            container(json!({"terminationMessagePolicy": "FallbackToLogsOnError"})),
+            container(json!({"terminationMessagePolicy": "Logs"})),
+            "spec.containers[0].terminationMessagePolicy: Unsupported value: \"Logs\": supported values: \"FallbackToLogsOnError\", \"File\"",
+        ),
+        (
+            "restartPolicy on a container",
+            json!({"spec": {"initContainers": [{"name": "side", "image": "busybox", "restartPolicy": "Always"}]}}),
+            container(json!({"restartPolicy": "Always"})),
+            "spec.containers[0].restartPolicy: Forbidden: may not be set for non-init containers",
+        ),
+        (
+            "restartPolicy on an init container",
+            json!({"spec": {"initContainers": [{"name": "side", "image": "busybox"}]}}),
+            json!({"spec": {"initContainers": [{"name": "side", "image": "busybox", "restartPolicy": "OnFailure"}]}}),
+            "spec.initContainers[0].restartPolicy: Unsupported value: \"OnFailure\": supported values: \"Always\"",
+        ),
+        (
+            "hostIP",
+            container(
+                json!({"ports": [{"containerPort": 80, "hostPort": 8080, "hostIP": "127.0.0.1"}]}),
+            ),
+            container(
+                json!({"ports": [{"containerPort": 80, "hostPort": 8080, "hostIP": "localhost"}]}),
+            ),
+            "spec.containers[0].ports[0].hostIP: Invalid value: \"localhost\": must be a valid IP address",
+        ),
+    ]);
+}
+
+#[test]
+fn pod_name_rows() {
+    check_rows(vec![
+        (
+            "hostname",
+            json!({"spec": {"hostname": "web-1"}}),
+            json!({"spec": {"hostname": "web.example"}}),
+            "spec.hostname: \"web.example\" is not a DNS-1123 label",
+        ),
+        (
+            "subdomain",
+            json!({"spec": {"subdomain": "svc"}}),
+            json!({"spec": {"subdomain": "Svc"}}),
+            "spec.subdomain: \"Svc\" is not a DNS-1123 label",
+        ),
+        (
+            "nodeName",
+            json!({"spec": {"nodeName": "node-1.example"}}),
+            json!({"spec": {"nodeName": "node_1"}}),
+            "spec.nodeName: \"node_1\" is not a DNS-1123 subdomain",
+        ),
+        (
+            "priorityClassName",
+            json!({"spec": {"priorityClassName": "system-node-critical"}}),
+            json!({"spec": {"priorityClassName": "System"}}),
+            "spec.priorityClassName: \"System\" is not a DNS-1123 subdomain",
+        ),
+        (
+            "shareProcessNamespace with hostPID",
+            json!({"spec": {"shareProcessNamespace": true}}),
+            json!({"spec": {"shareProcessNamespace": true, "hostPID": true}}),
+            "spec.securityContext.shareProcessNamespace: Invalid value: true: ShareProcessNamespace and HostPID cannot both be enabled",
+        ),
+    ]);
+}

@@ -1,0 +1,142 @@
+//! The API server's rules for volume mount paths and propagation, the
+//! termination message policy, container restart policies, port host IPs,
+//! and the pod's hostname, subdomain, nodeName, priorityClassName and
+//! process-namespace sharing. Part of [`super::spec_validation`].
+//!
+//! Invariant: pure; every problem is added as (field path, message), at
+//! most one per field, in the API server's wording where it has one; a
+//! mount that passes is one the runtime mapping accepts (relative subPath
+//! without '..', a known propagation, Bidirectional only when privileged).
+
+use std::collections::HashSet;
+
+use k8s_openapi::api::core::v1::{Container, PodSpec};
+
+use super::field_validation::{invalid, unsupported};
+use super::model::{Problems, dns1123_label_problem, dns1123_subdomain_problem};
+
+const PROPAGATIONS: [&str; 3] = ["Bidirectional", "HostToContainer", "None"];
+const MESSAGE_POLICIES: [&str; 2] = ["FallbackToLogsOnError", "File"];
+
+/// hostname and subdomain (DNS-1123 labels), nodeName and
+/// priorityClassName (subdomains), shareProcessNamespace with hostPID.
+pub(super) fn validate_pod_names(spec: &PodSpec, out: &mut Problems) {
+    let labels = [("hostname", &spec.hostname), ("subdomain", &spec.subdomain)];
+    for (name, value) in labels {
+        if let Some(problem) = non_empty(value).and_then(dns1123_label_problem) {
+            out.push((format!("spec.{name}"), problem));
+        }
+    }
+    let subdomains = [
+        ("nodeName", &spec.node_name),
+        ("priorityClassName", &spec.priority_class_name),
+    ];
+    for (name, value) in subdomains {
+        if let Some(problem) = non_empty(value).and_then(dns1123_subdomain_problem) {
+            out.push((format!("spec.{name}"), problem));
+        }
+    }
+    if spec.share_process_namespace == Some(true) && spec.host_pid == Some(true) {
+        out.push((
+            "spec.securityContext.shareProcessNamespace".into(),
+            "Invalid value: true: ShareProcessNamespace and HostPID cannot both be enabled".into(),
+        ));
+    }
+}
+
+/// Mount paths unique, subPath relative without '..', subPath and
+/// subPathExpr exclusive, propagation known (Bidirectional privileged);
+/// terminationMessagePolicy; restartPolicy only `Always` on an init
+/// container; port hostIP an IP address.
+pub(super) fn validate_container_misc(
+    path: &str,
+    c: &Container,
+    is_init: bool,
+    out: &mut Problems,
+) {
+    let privileged = c
+        .security_context
+        .as_ref()
+        .and_then(|s| s.privileged)
+        .unwrap_or(false);
+    let mut paths = HashSet::new();
+    for (k, m) in c.volume_mounts.iter().flatten().enumerate() {
+        let field = |child: &str| format!("{path}.volumeMounts[{k}].{child}");
+        if !m.mount_path.is_empty() && !paths.insert(m.mount_path.as_str()) {
+            out.push((field("mountPath"), invalid(&m.mount_path, "must be unique")));
+        }
+        let (sub, expr) = (non_empty(&m.sub_path), non_empty(&m.sub_path_expr));
+        if sub.is_some() && expr.is_some() {
+            out.push((
+                field("subPathExpr"),
+                invalid(
+                    expr.unwrap_or_default(),
+                    "subPathExpr and subPath are mutually exclusive",
+                ),
+            ));
+        }
+        for (child, value) in [("subPath", sub), ("subPathExpr", expr)] {
+            if let Some(problem) = value.and_then(descending_path_problem) {
+                out.push((field(child), invalid(value.unwrap_or_default(), problem)));
+            }
+        }
+        match m.mount_propagation.as_deref() {
+            None => {}
+            Some(p) if !PROPAGATIONS.contains(&p) => {
+                out.push((field("mountPropagation"), unsupported(p, &PROPAGATIONS)));
+            }
+            Some("Bidirectional") if !privileged => out.push((
+                field("mountPropagation"),
+                "Forbidden: Bidirectional mount propagation is available only to privileged \
+                 containers"
+                    .into(),
+            )),
+            Some(_) => {}
+        }
+    }
+    if let Some(policy) = non_empty(&c.termination_message_policy) {
+        if !MESSAGE_POLICIES.contains(&policy) {
+            out.push((
+                format!("{path}.terminationMessagePolicy"),
+                unsupported(policy, &MESSAGE_POLICIES),
+            ));
+        }
+    }
+    if let Some(policy) = c.restart_policy.as_deref() {
+        if !is_init {
+            out.push((
+                format!("{path}.restartPolicy"),
+                "Forbidden: may not be set for non-init containers".into(),
+            ));
+        } else if policy != "Always" {
+            out.push((
+                format!("{path}.restartPolicy"),
+                unsupported(policy, &["Always"]),
+            ));
+        }
+    }
+    for (j, port) in c.ports.iter().flatten().enumerate() {
+        let ip = non_empty(&port.host_ip);
+        if ip.is_some_and(|ip| ip.parse::<std::net::IpAddr>().is_err()) {
+            out.push((
+                format!("{path}.ports[{j}].hostIP"),
+                invalid(ip.unwrap_or_default(), "must be a valid IP address"),
+            ));
+        }
+    }
+}
+
+/// `validateLocalDescendingPath`: relative, no '..' element.
+fn descending_path_problem(p: &str) -> Option<&'static str> {
+    if p.starts_with('/') {
+        Some("must be a relative path")
+    } else if p.split('/').any(|part| part == "..") {
+        Some("must not contain '..'")
+    } else {
+        None
+    }
+}
+
+fn non_empty(value: &Option<String>) -> Option<&str> {
+    value.as_deref().filter(|v| !v.is_empty())
+}
