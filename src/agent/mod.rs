@@ -22,6 +22,7 @@ pub mod hostpath;
 pub mod log_rotation;
 pub mod node;
 pub mod observe;
+pub mod orphan_dirs;
 mod pleg;
 pub mod prober;
 pub mod termination;

@@ -346,3 +346,39 @@ async fn a_loop_that_falls_behind_the_stream_relists_at_once() {
     assert!(h.relists() > before);
     assert_eq!(h.running().await.map(|r| r.1), Some(1));
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_relist_sweeps_directories_of_pods_nothing_knows() {
+    // Left by a crilet killed before it removed them: a pod directory and a
+    // log directory of a pod that is gone from the sources and the runtime.
+    let rt = Arc::new(FakeRuntime::new());
+    let h = start(rt, false, EVENT_BUFFER).await;
+    let root = h._root.path().to_path_buf();
+    for dir in [
+        "pods/gone/containers/app",
+        "logs/default_old-n1_gone/app",
+        "cgroup/memory/kubepods/besteffort/podgone",
+        "cgroup/memory/kubepods/besteffort/podu1",
+    ] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    run_for(3 * S).await;
+    assert!(h.running().await.is_some(), "the pod runs");
+    assert!(!root.join("pods/gone").exists(), "{}", h.logs.text());
+    assert!(!root.join("logs/default_old-n1_gone").exists());
+    assert!(
+        !root
+            .join("cgroup/memory/kubepods/besteffort/podgone")
+            .exists()
+    );
+    // The running pod's own directories and cgroup stay.
+    assert!(root.join("pods/u1").exists());
+    assert!(
+        root.join("cgroup/memory/kubepods/besteffort/podu1")
+            .exists()
+    );
+    let own_logs = std::fs::read_dir(root.join("logs")).unwrap();
+    let own_logs: Vec<_> = own_logs.map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(own_logs, ["default_web_u1"]);
+    assert_eq!(h.logs.count("removed the directory or cgroup of a pod"), 3);
+}
