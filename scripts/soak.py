@@ -229,6 +229,8 @@ def crictl(a, *args):
 def host_dirs(a):
     """Pod cgroups, log and pod directories, as (path, uid) per invariant."""
     found = {"cgroup-leak": [], "log-leak": [], "pod-dir-leak": []}
+    # One entry per pod cgroup, however many v1 hierarchies hold it.
+    cgroups = {}
     hierarchies = [Path("/sys/fs/cgroup")] + sorted(p for p in Path("/sys/fs/cgroup").iterdir() if p.is_dir())
     for h in hierarchies:
         base = h / a.cgroup_root / "kubepods"
@@ -240,7 +242,10 @@ def host_dirs(a):
             for d in entries:
                 uid = sc.dir_uid("cgroup-leak", d.name)
                 if d.is_dir() and uid:
-                    found["cgroup-leak"].append((str(d), uid))
+                    rel = str(d.relative_to(h))
+                    cgroups.setdefault(rel, [uid, 0])[1] += 1
+    for rel, (uid, n) in sorted(cgroups.items()):
+        found["cgroup-leak"].append((f"/sys/fs/cgroup/*/{rel} (in {n} hierarchies)", uid))
     root = Path(a.dir) / "root"
     for invariant, sub in (("log-leak", "logs"), ("pod-dir-leak", "pods")):
         try:
@@ -314,17 +319,25 @@ def main():
     m = Manifests(Path(a.dir) / "manifests", a.pods, rng)
     crilet, ctd = Crilet(a), Containerd(a)
     violations, checks, compared, max_rss, loops = [], 0, 0, 0, 0
+
+    def report(found):
+        """Prints and counts new violations; one still there from an
+        earlier check (a leaked directory, say) counts once."""
+        new = [v for v in found if v not in violations]
+        for inv, detail in new:
+            log(f"  VIOLATION {inv}: {detail}")
+        if len(new) < len(found):
+            log(f"  ({len(found) - len(new)} violation(s) of earlier checks still there)")
+        log(f"  check {checks}: {len(new)} new violation(s)")
+        violations.extend(new)
     try:
         for name in m.names:
             m.write(name)
         crilet.start()
         r, waited, _ = quiet_and_check(a, m, crilet, ctd, {})
         checks += 1
-        log(f"check 0 (start): {len(r.snapshot)} pods running after {waited:.0f} s, "
-            f"{len(r.violations)} violation(s)")
-        for inv, detail in r.violations:
-            log(f"  VIOLATION {inv}: {detail}")
-        violations += r.violations
+        log(f"start: {len(r.snapshot)} pods running after {waited:.0f} s")
+        report(r.violations)
         prev = r.snapshot
         m.touched.clear()
         end = time.monotonic() + a.minutes * 60
@@ -357,16 +370,14 @@ def main():
             compared += n
             rss = crilet.rss_kib() or 0
             max_rss = max(max_rss, rss)
+            state = f"converged in {waited:.0f} s" if r.ok() else f"NOT converged after {waited:.0f} s"
             log(f"loop {loops}: {sum(m.ops.values()) - ops0} ops on {len(hot)} names, "
-                f"crilet killed {crilet.kills - k0}x, containerd killed {ctd.kills - c0}x; "
-                f"converged in {waited:.0f} s; {len(m.wants)} manifests, {len(r.snapshot)} pods running, "
-                f"{n} unchanged pods compared, crilet RSS {rss // 1024} MiB; "
-                f"{len(r.violations)} violation(s)")
+                f"crilet killed {crilet.kills - k0}x, containerd killed {ctd.kills - c0}x; {state}; "
+                f"{len(m.wants)} manifests, {len(r.snapshot)} pods running, "
+                f"{n} unchanged pods compared, crilet RSS {rss // 1024} MiB")
             for d in sorted(dups):
-                log(f"  note: seen while converging (resolved later or not): duplicate {d}")
-            for inv, detail in r.violations:
-                log(f"  VIOLATION {inv}: {detail}")
-            violations += r.violations
+                log(f"  note: seen while converging: duplicate {d}")
+            report(r.violations)
             prev = r.snapshot
             m.touched.clear()
     finally:

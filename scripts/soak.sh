@@ -38,6 +38,9 @@ command -v python3 >/dev/null || {
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 >/dev/null
 }
 # crictl from ../shared/bin, unless test.sh (or the caller) names one.
+say "the soak's invariant tests (scripts/soak_check_test.py)"
+out=$(python3 -B -m unittest discover -s "$ROOT/scripts" -p soak_check_test.py 2>&1) ||
+  { echo "$out" >&2; die "scripts/soak_check_test.py failed"; }
 CRICTL=${CRILET_CRICTL:-$(bash "$ROOT/../shared/lab/bin.sh" crictl)} || die "no crictl: ../shared/lab/bin.sh crictl failed"
 if [ -n "${SOAK_CRILET:-}" ]; then
   CRILET=$SOAK_CRILET
@@ -78,6 +81,6 @@ say "starting containerd 1.6 in $RT_DIR (bridge $CTRLAB_BRIDGE, $CTRLAB_POD_CIDR
 SOCKET=$(bash "$RT" up containerd1 "$RT_DIR")
 say "soak for $MINUTES minute(s) against unix://$SOCKET"
 # shellcheck disable=SC2086 # SOAK_ARGS is a list of options
-python3 "$ROOT/scripts/soak.py" --minutes "$MINUTES" --dir "$AGENT_DIR" --socket "$SOCKET" \
+python3 -B "$ROOT/scripts/soak.py" --minutes "$MINUTES" --dir "$AGENT_DIR" --socket "$SOCKET" \
   --runtime-dir "$RT_DIR" --runtime-script "$RT" --crilet "$CRILET" --crictl "$CRICTL" \
   --cgroup-root "$CTRLAB_CGROUP_ROOT" ${SOAK_SEED:+--seed "$SOAK_SEED"} ${SOAK_ARGS:-}
