@@ -23,6 +23,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -226,6 +227,29 @@ def crictl(a, *args):
     return json.loads(r.stdout or "{}")
 
 
+class ChurnSampler(threading.Thread):
+    """Looks for duplicate ready sandboxes about once a second while the
+    churn runs. The kubelet never runs two pods of one full name at once;
+    what this sees is printed as a note, since the invariants proper are
+    checked once crilet has converged."""
+
+    def __init__(self, a):
+        super().__init__(daemon=True)
+        self.a = a
+        self.stop = threading.Event()
+        self.samples = 0
+        self.seen = set()
+
+    def run(self):
+        while not self.stop.wait(1.0):
+            try:
+                sandboxes = crictl(self.a, "pods", "-o", "json").get("items") or []
+            except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError):
+                continue  # containerd is down for a moment
+            self.samples += 1
+            self.seen.update(sc.duplicates(sandboxes))
+
+
 def host_dirs(a):
     """Pod cgroups, log and pod directories, as (path, uid) per invariant."""
     found = {"cgroup-leak": [], "log-leak": [], "pod-dir-leak": []}
@@ -319,6 +343,7 @@ def main():
     m = Manifests(Path(a.dir) / "manifests", a.pods, rng)
     crilet, ctd = Crilet(a), Containerd(a)
     violations, checks, compared, max_rss, loops = [], 0, 0, 0, 0
+    samples, churn_dups = 0, set()
 
     def report(found):
         """Prints and counts new violations; one still there from an
@@ -349,6 +374,8 @@ def main():
             hot = rng.sample(m.names, len(m.names) // 2)
             ops0 = sum(m.ops.values())
             k0, c0 = crilet.kills, ctd.kills
+            sampler = ChurnSampler(a)
+            sampler.start()
             t_start = time.monotonic()
             while (elapsed := time.monotonic() - t_start) < a.churn_seconds:
                 now = churn_clock + elapsed
@@ -364,6 +391,10 @@ def main():
                 ctd.poll()
                 time.sleep(a.op_interval)
             churn_clock += a.churn_seconds
+            sampler.stop.set()
+            sampler.join()
+            samples += sampler.samples
+            churn_dups.update(sampler.seen)
             r, waited, dups = quiet_and_check(a, m, crilet, ctd, prev)
             checks += 1
             n = sc.unchanged_count(prev, r, m.unchanged_full_names(a.node))
@@ -375,6 +406,8 @@ def main():
                 f"crilet killed {crilet.kills - k0}x, containerd killed {ctd.kills - c0}x; {state}; "
                 f"{len(m.wants)} manifests, {len(r.snapshot)} pods running, "
                 f"{n} unchanged pods compared, crilet RSS {rss // 1024} MiB")
+            for d in sorted(sampler.seen):
+                log(f"  note: seen under churn: duplicate {d}")
             for d in sorted(dups):
                 log(f"  note: seen while converging: duplicate {d}")
             report(r.violations)
@@ -394,6 +427,8 @@ def main():
         f"{ctd.kills} kills of containerd, {checks} invariant checks, {compared} unchanged pods compared, "
         f"max crilet RSS {max_rss // 1024} MiB, {len(violations)} violations"
         + (f" {by_inv}" if by_inv else ""))
+    log(f"under churn: {samples} samples of the runtime's sandboxes, "
+        f"{len(churn_dups)} duplicate ready sandbox pair(s) seen (notes, not violations)")
     return 1 if violations else 0
 
 

@@ -108,6 +108,25 @@ def _norm(uid):
     return uid.replace("-", "").replace("_", "")
 
 
+def ready_by_full_name(sandboxes):
+    ready = {}
+    for s in sandboxes:
+        if kubelet_labelled(s) and s.get("state") == READY:
+            name, ns, _ = _labels(s)
+            ready.setdefault(full_name(name, ns), []).append(s)
+    return ready
+
+
+def duplicates(sandboxes):
+    """One line per full name with more than one ready sandbox."""
+    found = []
+    for fn, ss in sorted(ready_by_full_name(sandboxes).items()):
+        if len(ss) > 1:
+            detail = ", ".join(f"{s['id'][:13]} uid={_labels(s)[2]}" for s in ss)
+            found.append(f"{fn}: {len(ss)} ready sandboxes: {detail}")
+    return found
+
+
 def check(wants, node, sandboxes, containers, dirs, prev, unchanged, rss_kib):
     """One look at the node.
 
@@ -123,15 +142,8 @@ def check(wants, node, sandboxes, containers, dirs, prev, unchanged, rss_kib):
     for w in wants.values():
         by_full[full_name(f"{w.name}-{node}", w.namespace)] = w
 
-    ready = {}
-    for s in sandboxes:
-        if s.get("state") == READY:
-            name, ns, _ = _labels(s)
-            ready.setdefault(full_name(name, ns), []).append(s)
-    for fn, ss in sorted(ready.items()):
-        if len(ss) > 1:
-            detail = ", ".join(f"{s['id'][:13]} uid={_labels(s)[2]}" for s in ss)
-            r.violations.append(("duplicate", f"{fn}: {len(ss)} ready sandboxes: {detail}"))
+    ready = ready_by_full_name(sandboxes)
+    r.violations += [("duplicate", d) for d in duplicates(sandboxes)]
 
     # Which sandboxes are wanted: the manifest's name and current content.
     wanted_sandbox_ids = set()

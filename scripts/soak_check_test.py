@@ -82,6 +82,15 @@ class Duplicate(unittest.TestCase):
         self.assertIn("duplicate", kinds(r))
         self.assertIn("2 ready sandboxes", [v for i, v in r.violations if i == "duplicate"][0])
 
+    def test_duplicates_alone_as_the_churn_sampler_sees_them(self):
+        _, s, _, _ = base()
+        self.assertEqual(sc.duplicates(s), [])
+        s.append(sandbox("sa2", "soak-00", "u-old", 3))
+        self.assertEqual(
+            sc.duplicates(s),
+            [f"{FN_A}: 2 ready sandboxes: sa uid=u-a, sa2 uid=u-old"],
+        )
+
     def test_a_not_ready_sandbox_beside_the_ready_one_is_no_duplicate(self):
         wants, s, c, d = base()
         s.append(sandbox("sb0", "soak-03", PINNED, 1, state="SANDBOX_NOTREADY"))
