@@ -16,8 +16,9 @@
 //! Invariant: something is removed only when its UID has no pod in the
 //! manager, no worker, no runtime object and every source has reported.
 //! The sync loop is the only dispatcher of workers, and the sweep runs in
-//! it, so no worker can start for that UID while it is removed. A cgroup
-//! that still holds processes is not removed (rmdir refuses).
+//! it, so no worker can start for that UID while it is removed. Processes
+//! left in such a pod cgroup are killed (no runtime object owns them), and
+//! the cgroup goes once they are gone.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -116,6 +117,35 @@ pub fn orphaned(
     (dirs, cgroups)
 }
 
+/// Sends SIGKILL to every process in the pod cgroup's tree (every
+/// hierarchy); returns how many it signalled.
+pub fn kill_pod_cgroup_processes(cgroup_fs: &Path, cgroup: &str) -> usize {
+    let mut pids = HashSet::new();
+    for dir in pod_cgroup_dirs(cgroup_fs, cgroup) {
+        collect_pids(&dir, &mut pids);
+    }
+    let signalled = pids
+        .iter()
+        .filter_map(|pid| rustix::process::Pid::from_raw(*pid));
+    signalled
+        .filter(|pid| rustix::process::kill_process(*pid, rustix::process::Signal::KILL).is_ok())
+        .count()
+}
+
+fn collect_pids(dir: &Path, pids: &mut HashSet<i32>) {
+    if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+        pids.extend(procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.filter_map(Result::ok) {
+        if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            collect_pids(&e.path(), pids);
+        }
+    }
+}
+
 /// The sync loop's sweeps: when the next is due, and which failures were
 /// already said (a busy cgroup would otherwise be warned about every time).
 #[derive(Default)]
@@ -149,8 +179,23 @@ impl Sweeper {
             }
         }
         for cgroup in cgroups {
+            // Processes no runtime knows, such as a `runc init` left behind by
+            // a containerd killed during RunPodSandbox: killed first, as the
+            // kubelet's pod cgroup cleanup does; the rmdir may have to wait
+            // for the next sweep while they die.
+            let killed = kill_pod_cgroup_processes(cgroup_fs, &cgroup);
+            if killed > 0 {
+                tracing::warn!(
+                    cgroup,
+                    killed,
+                    "killed processes in the cgroup of a pod that no source wants and the runtime no longer has"
+                );
+            }
             match remove_pod_cgroup(cgroup_fs, &cgroup) {
                 Ok(()) => removed.push(cgroup),
+                Err(e) if killed > 0 => {
+                    tracing::debug!(cgroup, error = %e, "pod cgroup still busy")
+                }
                 Err(e) => self.warn(cgroup, e),
             }
         }
@@ -287,6 +332,31 @@ mod tests {
         made(root, "pods/gone-later");
         assert!(sweeper.maybe_sweep(&node, &cg, &known).is_empty());
         assert!(root.join("pods/gone-later").exists());
+    }
+
+    #[test]
+    fn processes_left_in_an_orphaned_pod_cgroup_are_killed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cg = tmp.path().join("cgroup");
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        // A fake cgroupfs: the process sits in the pod's container cgroup.
+        let container = made(&cg, "pids/kubepods/besteffort/podgone/c1");
+        std::fs::write(container.join("cgroup.procs"), format!("{}\n", child.id())).unwrap();
+        std::fs::write(cg.join("pids/kubepods/besteffort/podgone/cgroup.procs"), "").unwrap();
+        assert_eq!(
+            kill_pod_cgroup_processes(&cg, "/kubepods/besteffort/podgone"),
+            1
+        );
+        let status = child.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(9));
+        assert_eq!(
+            kill_pod_cgroup_processes(&cg, "/kubepods/besteffort/podnone"),
+            0
+        );
     }
 
     #[tokio::test(start_paused = true)]
