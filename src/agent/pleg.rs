@@ -209,6 +209,38 @@ impl SyncLoop {
         }
     }
 
+    /// Runtime pods of this full name under another UID that nothing runs
+    /// or wants (left running by a crilet killed while it replaced an
+    /// edited manifest's pod): terminated now, so the pod of that name
+    /// waits for them, as for an edited manifest's old version. Without
+    /// this the new pod would start at once and the old one would stop
+    /// only when a relist found it an orphan: two pods of one name.
+    pub(super) fn terminate_stale_of_name(&mut self, full_name: &str, uid: &str) {
+        let unseen = self.config.unseen_sources();
+        let stale: Vec<String> = (self.pleg.last_relist.iter())
+            .filter(|(u, s)| {
+                s.full_name == full_name
+                    && s.active
+                    && u.as_str() != uid
+                    && !self.workers.contains_key(*u)
+                    && !self.terminating.contains_key(*u)
+                    && self.manager.get_pod_by_uid(u).is_none()
+                    && unseen.allows_deletion(s.source.as_deref())
+            })
+            .map(|(u, _)| u.clone())
+            .collect();
+        for u in stale {
+            tracing::info!(uid = %u, pod = full_name, "a previous pod of this name still runs; removing it first");
+            self.terminating.insert(u.clone(), full_name.to_owned());
+            let work = PodWork::Terminate {
+                uid: u.clone(),
+                full_name: full_name.to_owned(),
+                pod: None,
+            };
+            self.dispatch(u, work);
+        }
+    }
+
     /// Wakes the workers of pods whose runtime objects changed, and
     /// terminates kubelet-labelled pods that no source wants once every
     /// source has reported.
