@@ -52,9 +52,15 @@ else
 fi
 [ -x "$CRILET" ] || die "no crilet binary at $CRILET"
 
+SOAK_PID=""
 cleanup() {
   local rc=$? pid
   trap - EXIT INT TERM
+  # soak.py kills its crilet when told to stop; the pid file covers a kill -9.
+  if [ -n "$SOAK_PID" ] && kill -0 "$SOAK_PID" 2>/dev/null; then
+    kill -TERM "$SOAK_PID" 2>/dev/null || true
+    wait "$SOAK_PID" 2>/dev/null || true
+  fi
   pid=$(cat "$AGENT_DIR/crilet.pid" 2>/dev/null || true)
   if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = crilet ]; then
     kill -KILL "$pid" 2>/dev/null || true
@@ -83,4 +89,7 @@ say "soak for $MINUTES minute(s) against unix://$SOCKET"
 # shellcheck disable=SC2086 # SOAK_ARGS is a list of options
 python3 -B "$ROOT/scripts/soak.py" --minutes "$MINUTES" --dir "$AGENT_DIR" --socket "$SOCKET" \
   --runtime-dir "$RT_DIR" --runtime-script "$RT" --crilet "$CRILET" --crictl "$CRICTL" \
-  --cgroup-root "$CTRLAB_CGROUP_ROOT" ${SOAK_SEED:+--seed "$SOAK_SEED"} ${SOAK_ARGS:-}
+  --cgroup-root "$CTRLAB_CGROUP_ROOT" ${SOAK_SEED:+--seed "$SOAK_SEED"} ${SOAK_ARGS:-} &
+# In the background, so that a TERM or INT reaches the cleanup at once.
+SOAK_PID=$!
+wait "$SOAK_PID"
