@@ -10,10 +10,12 @@
 #      127.0.0.1:5000;
 #   3. the tests that check what a real API server decides run against the
 #      real kube-apiserver 1.32 (scripts/apiserver-env.sh) in each pass;
-#   4. every instance and the API server stopped and everything they left
+#   4. the churn-and-kill soak (scripts/soak.sh), CRILET_SOAK_MINUTES long
+#      (default 2), against a containerd 1.6 of its own;
+#   5. every instance and the API server stopped and everything they left
 #      removed, pass or fail.
 # Environment: CRILET_TEST_DIR (default /tmp/crilet-test), CRILET_TEST_RUNTIMES
-# (default "containerd1 containerd2 crio").
+# (default "containerd1 containerd2 crio"), CRILET_SOAK_MINUTES (default 2).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -121,3 +123,10 @@ for kind in $RUNTIMES; do
   done
   UP_NOW=("${keep[@]}")
 done
+
+# The soak brings up (and purges) its own containerd 1.6, on a bridge, CIDR,
+# cgroup root and directory no other instance here uses.
+say "churn-and-kill soak, ${CRILET_SOAK_MINUTES:-2} minute(s) (scripts/soak.sh)"
+SOAK_DIR=/tmp/crilet-soak SOAK_BRIDGE=crilettest16 SOAK_POD_CIDR=10.107.0.0/16 \
+  SOAK_CGROUP_ROOT=crilet-soak SOAK_ARGS="--churn-seconds 20" \
+  bash "$ROOT/scripts/soak.sh" "${CRILET_SOAK_MINUTES:-2}"

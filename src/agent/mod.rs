@@ -22,6 +22,7 @@ pub mod hostpath;
 pub mod log_rotation;
 pub mod node;
 pub mod observe;
+pub mod orphan_dirs;
 mod pleg;
 pub mod prober;
 pub mod termination;
@@ -214,6 +215,10 @@ impl SyncLoop {
         mut done: mpsc::UnboundedReceiver<WorkerDone>,
         mut mirrors: mpsc::Receiver<Vec<Pod>>,
     ) {
+        // Know the runtime's pods before the first source set: a pod whose
+        // previous version (same full name) still runs from before a
+        // restart must wait for it, as for an edited manifest (handle_set).
+        self.relist().await;
         let mut resync = tokio::time::interval(RESYNC_PERIOD);
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut sources_open = true;
@@ -263,6 +268,7 @@ impl SyncLoop {
             tracing::info!(pod = %pod::full_name(&p), uid = pod::uid(&p), "pod added or updated");
             self.manager.add_pod(p.clone());
             let (uid, full_name) = (pod::uid(&p).to_string(), pod::full_name(&p));
+            self.terminate_stale_of_name(&full_name, &uid);
             if self
                 .terminating
                 .iter()

@@ -6,7 +6,7 @@
 //! Invariant: only the sync loop runs this (it owns the relist state and the
 //! worker map); events only wake workers, which read the runtime themselves.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use super::SyncLoop;
 use super::container_events::StreamMessage;
 use super::observe::observe_all;
+use super::orphan_dirs;
 use super::worker::PodWork;
 use crate::cri::ContainerEvent;
 use crate::kuberuntime::observe::RuntimePodSummary;
@@ -22,6 +23,7 @@ use crate::kuberuntime::pleg::{
     EventTarget, GENERIC_RELIST_PERIOD, MISSED_EVENT_GRACE, Mode, Notice, Pleg, Reaction,
     RelistSnapshot,
 };
+use crate::pod;
 
 /// The relist and event state of the sync loop.
 pub(super) struct PlegState {
@@ -37,6 +39,8 @@ pub(super) struct PlegState {
     known: Option<RelistSnapshot>,
     relist_failing: bool,
     lag_said: bool,
+    /// Orphaned pod directories and cgroups, swept after a relist.
+    sweeper: orphan_dirs::Sweeper,
 }
 
 impl PlegState {
@@ -55,6 +59,7 @@ impl PlegState {
             known: None,
             relist_failing: false,
             lag_said: false,
+            sweeper: orphan_dirs::Sweeper::default(),
         }
     }
 }
@@ -204,6 +209,38 @@ impl SyncLoop {
         }
     }
 
+    /// Runtime pods of this full name under another UID that nothing runs
+    /// or wants (left running by a crilet killed while it replaced an
+    /// edited manifest's pod): terminated now, so the pod of that name
+    /// waits for them, as for an edited manifest's old version. Without
+    /// this the new pod would start at once and the old one would stop
+    /// only when a relist found it an orphan: two pods of one name.
+    pub(super) fn terminate_stale_of_name(&mut self, full_name: &str, uid: &str) {
+        let unseen = self.config.unseen_sources();
+        let stale: Vec<String> = (self.pleg.last_relist.iter())
+            .filter(|(u, s)| {
+                s.full_name == full_name
+                    && s.active
+                    && u.as_str() != uid
+                    && !self.workers.contains_key(*u)
+                    && !self.terminating.contains_key(*u)
+                    && self.manager.get_pod_by_uid(u).is_none()
+                    && unseen.allows_deletion(s.source.as_deref())
+            })
+            .map(|(u, _)| u.clone())
+            .collect();
+        for u in stale {
+            tracing::info!(uid = %u, pod = full_name, "a previous pod of this name still runs; removing it first");
+            self.terminating.insert(u.clone(), full_name.to_owned());
+            let work = PodWork::Terminate {
+                uid: u.clone(),
+                full_name: full_name.to_owned(),
+                pod: None,
+            };
+            self.dispatch(u, work);
+        }
+    }
+
     /// Wakes the workers of pods whose runtime objects changed, and
     /// terminates kubelet-labelled pods that no source wants once every
     /// source has reported.
@@ -259,6 +296,23 @@ impl SyncLoop {
                         pod: None,
                     },
                 );
+            }
+        }
+        // Directories and cgroups of pods nothing knows any more (crilet
+        // was killed before it removed them, or the pod's spec was gone).
+        if unseen.allows_deletion(None) {
+            let mut known: HashSet<&str> = all.keys().map(String::as_str).collect();
+            known.extend(self.workers.keys().map(String::as_str));
+            known.extend(self.terminating.keys().map(String::as_str));
+            let pods = self.manager.get_pods();
+            known.extend(pods.iter().map(|p| pod::uid(p)));
+            let ctx = &self.ctx;
+            for what in self
+                .pleg
+                .sweeper
+                .maybe_sweep(&ctx.node, &ctx.cgroup_fs, &known)
+            {
+                tracing::info!(path = %what, "removed the directory or cgroup of a pod that no source wants and the runtime no longer has");
             }
         }
         self.pleg.last_relist = all;

@@ -77,6 +77,11 @@ fn pod() -> Pod {
 /// A sync loop over `rt` running one pod (restartPolicy Always), with
 /// container events when `events`, through a buffer of `buffer` messages.
 async fn start(rt: Arc<FakeRuntime>, events: bool, buffer: usize) -> Harness {
+    start_with(rt, events, buffer, pod()).await
+}
+
+/// [`start`] with another pod.
+async fn start_with(rt: Arc<FakeRuntime>, events: bool, buffer: usize, pod: Pod) -> Harness {
     let logs = Logs::default();
     let writer = logs.clone();
     let subscriber = tracing_subscriber::fmt()
@@ -113,7 +118,7 @@ async fn start(rt: Arc<FakeRuntime>, events: bool, buffer: usize) -> Harness {
         source: FILE_SOURCE_NAME,
         pods: vec![SourcePod {
             origin: "web.yaml".into(),
-            pod: pod(),
+            pod,
         }],
     };
     sets_tx.send(set).await.unwrap();
@@ -345,4 +350,86 @@ async fn a_loop_that_falls_behind_the_stream_relists_at_once() {
     assert_eq!(h.logs.count(lagged), 1, "{}", h.logs.text());
     assert!(h.relists() > before);
     assert_eq!(h.running().await.map(|r| r.1), Some(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_relist_sweeps_directories_of_pods_nothing_knows() {
+    // Left by a crilet killed before it removed them: a pod directory and a
+    // log directory of a pod that is gone from the sources and the runtime.
+    let rt = Arc::new(FakeRuntime::new());
+    let h = start(rt, false, EVENT_BUFFER).await;
+    let root = h._root.path().to_path_buf();
+    for dir in [
+        "pods/gone/containers/app",
+        "logs/default_old-n1_gone/app",
+        "cgroup/memory/kubepods/besteffort/podgone",
+        "cgroup/memory/kubepods/besteffort/podu1",
+    ] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    run_for(3 * S).await;
+    assert!(h.running().await.is_some(), "the pod runs");
+    assert!(!root.join("pods/gone").exists(), "{}", h.logs.text());
+    assert!(!root.join("logs/default_old-n1_gone").exists());
+    assert!(
+        !root
+            .join("cgroup/memory/kubepods/besteffort/podgone")
+            .exists()
+    );
+    // The running pod's own directories and cgroup stay.
+    assert!(root.join("pods/u1").exists());
+    assert!(
+        root.join("cgroup/memory/kubepods/besteffort/podu1")
+            .exists()
+    );
+    let own_logs = std::fs::read_dir(root.join("logs")).unwrap();
+    let own_logs: Vec<_> = own_logs.map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(own_logs, ["default_web_u1"]);
+    assert_eq!(h.logs.count("removed the directory or cgroup of a pod"), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_restart_the_new_version_of_a_pod_waits_for_the_old_one() {
+    // The sync loop's first relist and first source set race (select!
+    // picks at random); ten restarts make that race go both ways.
+    for _ in 0..10 {
+        restart_with_an_edited_manifest().await;
+    }
+}
+
+/// crilet was killed while it replaced web (u1) by its edited version: u1
+/// still runs when the next crilet reads the manifest (u2).
+async fn restart_with_an_edited_manifest() {
+    let rt = Arc::new(FakeRuntime::new());
+    let first = start(rt.clone(), false, EVENT_BUFFER).await;
+    run_for(3 * S).await;
+    drop(first); // leaves the pod running, as a kill would
+    let mut edited = pod();
+    edited.metadata.uid = Some("u2".into());
+    let h = start_with(rt.clone(), false, EVENT_BUFFER, edited).await;
+    let ready = |uid: &'static str| {
+        let rt = rt.clone();
+        async move {
+            let sandboxes = rt.list_pod_sandbox(&Default::default()).await.unwrap();
+            (sandboxes.iter())
+                .filter(|s| s.state == crate::cri::PodSandboxState::Ready)
+                .filter(|s| s.metadata.uid == uid)
+                .count()
+        }
+    };
+    for _ in 0..50 {
+        run_for(100 * MS).await;
+        assert!(
+            ready("u1").await + ready("u2").await <= 1,
+            "two ready pods of one name\n{}",
+            h.logs.text()
+        );
+    }
+    assert_eq!(
+        (ready("u1").await, ready("u2").await),
+        (0, 1),
+        "{}",
+        h.logs.text()
+    );
+    assert_eq!(h.logs.count("a previous pod of this name still runs"), 1);
 }

@@ -1,0 +1,399 @@
+//! Orphaned pod leftovers on the host: `<root>/pods/<uid>`, the log
+//! directories `<root>/logs/<namespace>_<name>_<uid>` and the pod cgroups
+//! (`<cgroup-root>/kubepods[/<qos>]/pod<uid>`, or the systemd slices) of
+//! pods crilet no longer knows.
+//!
+//! A pod's worker removes all three when it terminates the pod. But a
+//! crilet killed between removing a pod's runtime objects and its
+//! directories leaves them behind; a pod whose spec is gone (removed while
+//! crilet was down, terminated as an orphan) has no name to find its log
+//! directory by; and a RunPodSandbox cut short by a crilet killed in the
+//! middle leaves the pod cgroup runc made, with no sandbox to find it by.
+//! The kubelet sweeps all three (housekeeping's orphaned pod directories
+//! and pod cgroups, the container GC's pod log directories); so does the
+//! sync loop, after a relist, every [`SWEEP_PERIOD`].
+//!
+//! Invariant: something is removed only when its UID has no pod in the
+//! manager, no worker, no runtime object and every source has reported.
+//! The sync loop is the only dispatcher of workers, and the sweep runs in
+//! it, so no worker can start for that UID while it is removed. Processes
+//! left in such a pod cgroup are killed (no runtime object owns them), and
+//! the cgroup goes once they are gone.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::cgroup::{pod_cgroup_dirs, remove_pod_cgroup};
+use crate::kuberuntime::mapping::{self, NodeContext};
+
+/// How often the sync loop sweeps (the kubelet's housekeeping period).
+pub const SWEEP_PERIOD: Duration = Duration::from_secs(2);
+
+/// The pod UID a directory under the root dir is named after: `<uid>`
+/// under `pods/`, `<namespace>_<name>_<uid>` under `logs/` (names and
+/// UIDs never hold `_`). `None` for a name of another shape.
+pub fn dir_uid<'a>(kind: &str, name: &'a str) -> Option<&'a str> {
+    match kind {
+        "pods" => (!name.is_empty() && !name.starts_with('.')).then_some(name),
+        "logs" => {
+            let parts: Vec<&str> = name.split('_').collect();
+            match parts[..] {
+                [ns, pod, uid] if !ns.is_empty() && !pod.is_empty() && !uid.is_empty() => Some(uid),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Where pod cgroups live for this node, one entry per QoS class: the
+/// parent cgroup and the pod's name in it around the UID (`pod` and `` for
+/// cgroupfs, `kubepods-besteffort-pod` and `.slice` for systemd).
+pub fn pod_cgroup_slots(node: &NodeContext) -> Vec<(String, String, String)> {
+    const MARK: &str = "SWEEPMARK";
+    mapping::cgroup_parent_candidates(node, MARK)
+        .into_iter()
+        .filter_map(|path| {
+            let (parent, leaf) = path.rsplit_once('/')?;
+            let (prefix, suffix) = leaf.split_once(MARK)?;
+            Some((parent.to_owned(), prefix.to_owned(), suffix.to_owned()))
+        })
+        .collect()
+}
+
+/// What a sweep would remove: the pod and log directories under
+/// `node.root_dir` and the pod cgroups (as cgroup paths) whose UID is not
+/// in `known`.
+pub fn orphaned(
+    node: &NodeContext,
+    cgroup_fs: &Path,
+    known: &HashSet<&str>,
+) -> (Vec<PathBuf>, Vec<String>) {
+    let mut dirs = Vec::new();
+    for kind in ["pods", "logs"] {
+        let Ok(entries) = std::fs::read_dir(node.root_dir.join(kind)) else {
+            continue;
+        };
+        for e in entries.filter_map(Result::ok) {
+            if !e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                continue;
+            }
+            let name = e.file_name();
+            match name.to_str().and_then(|n| dir_uid(kind, n)) {
+                Some(uid) if !known.contains(uid) => dirs.push(e.path()),
+                _ => {}
+            }
+        }
+    }
+    dirs.sort();
+    let kept: HashSet<String> = (known.iter())
+        .flat_map(|uid| mapping::cgroup_parent_candidates(node, uid))
+        .collect();
+    let mut cgroups = Vec::new();
+    for (parent, prefix, suffix) in pod_cgroup_slots(node) {
+        for dir in pod_cgroup_dirs(cgroup_fs, &parent) {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.filter_map(Result::ok) {
+                let Some(name) = e.file_name().to_str().map(str::to_owned) else {
+                    continue;
+                };
+                let is_pod = name.len() > prefix.len() + suffix.len()
+                    && name.starts_with(&prefix)
+                    && name.ends_with(&suffix)
+                    && e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+                let path = format!("{parent}/{name}");
+                if is_pod && !kept.contains(&path) && !cgroups.contains(&path) {
+                    cgroups.push(path);
+                }
+            }
+        }
+    }
+    cgroups.sort();
+    (dirs, cgroups)
+}
+
+/// Sends SIGKILL to every process in the pod cgroup's tree (every
+/// hierarchy); returns how many it signalled.
+pub fn kill_pod_cgroup_processes(cgroup_fs: &Path, cgroup: &str) -> usize {
+    let mut pids = HashSet::new();
+    for dir in pod_cgroup_dirs(cgroup_fs, cgroup) {
+        collect_pids(&dir, &mut pids);
+    }
+    let signalled = pids
+        .iter()
+        .filter_map(|pid| rustix::process::Pid::from_raw(*pid));
+    signalled
+        .filter(|pid| rustix::process::kill_process(*pid, rustix::process::Signal::KILL).is_ok())
+        .count()
+}
+
+fn collect_pids(dir: &Path, pids: &mut HashSet<i32>) {
+    if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+        pids.extend(procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.filter_map(Result::ok) {
+        if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            collect_pids(&e.path(), pids);
+        }
+    }
+}
+
+/// The sync loop's sweeps: when the next is due, and which failures were
+/// already said (a busy cgroup would otherwise be warned about every time).
+#[derive(Default)]
+pub struct Sweeper {
+    next_at: Option<Instant>,
+    warned: HashSet<String>,
+}
+
+impl Sweeper {
+    /// Sweeps if [`SWEEP_PERIOD`] has passed since the last sweep; returns
+    /// what it removed (directories, then cgroup paths).
+    pub fn maybe_sweep(
+        &mut self,
+        node: &NodeContext,
+        cgroup_fs: &Path,
+        known: &HashSet<&str>,
+    ) -> Vec<String> {
+        let now = Instant::now();
+        if self.next_at.is_some_and(|at| now < at) {
+            return Vec::new();
+        }
+        self.next_at = Some(now + SWEEP_PERIOD);
+        let (dirs, cgroups) = orphaned(node, cgroup_fs, known);
+        let mut removed = Vec::new();
+        for dir in dirs {
+            let shown = dir.display().to_string();
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => removed.push(shown),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => self.warn(shown, e),
+            }
+        }
+        for cgroup in cgroups {
+            // Processes no runtime knows, such as a `runc init` left behind by
+            // a containerd killed during RunPodSandbox: killed first, as the
+            // kubelet's pod cgroup cleanup does; the rmdir may have to wait
+            // for the next sweep while they die.
+            let killed = kill_pod_cgroup_processes(cgroup_fs, &cgroup);
+            if killed > 0 {
+                tracing::warn!(
+                    cgroup,
+                    killed,
+                    "killed processes in the cgroup of a pod that no source wants and the runtime no longer has"
+                );
+            }
+            match remove_pod_cgroup(cgroup_fs, &cgroup) {
+                Ok(()) => removed.push(cgroup),
+                Err(e) if killed > 0 => {
+                    tracing::debug!(cgroup, error = %e, "pod cgroup still busy")
+                }
+                Err(e) => self.warn(cgroup, e),
+            }
+        }
+        removed
+    }
+
+    fn warn(&mut self, what: String, e: std::io::Error) {
+        if self.warned.insert(what.clone()) {
+            tracing::warn!(path = %what, error = %e, "could not remove an orphaned pod directory or cgroup");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cri::CgroupDriver;
+
+    #[test]
+    fn uids_by_directory_kind() {
+        let rows = [
+            ("pods", "0a1b", Some("0a1b")),
+            ("pods", "5e5e-00", Some("5e5e-00")),
+            ("pods", "", None),
+            ("pods", ".tmp", None),
+            ("logs", "default_web-node1_0a1b", Some("0a1b")),
+            ("logs", "kube-system_etcd-n_5e5e-00", Some("5e5e-00")),
+            ("logs", "default_web_", None),
+            ("logs", "_web_0a1b", None),
+            ("logs", "default_web", None),
+            ("logs", "a_b_c_d", None),
+            ("volumes", "0a1b", None),
+        ];
+        for (kind, name, want) in rows {
+            assert_eq!(dir_uid(kind, name), want, "{kind}/{name}");
+        }
+    }
+
+    fn node(root: &Path, driver: CgroupDriver, cgroup_root: &str) -> NodeContext {
+        NodeContext {
+            node_name: "n".into(),
+            root_dir: root.to_path_buf(),
+            cgroup_root: cgroup_root.into(),
+            cgroup_driver: driver,
+            host_dns: Default::default(),
+            host_ip: "10.0.0.1".into(),
+            memory_capacity: 1 << 30,
+            oom_score_adj_floor: None,
+        }
+    }
+
+    fn made(root: &Path, rel: &str) -> PathBuf {
+        let p = root.join(rel);
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    }
+
+    #[test]
+    fn pod_cgroup_slots_by_driver() {
+        let root = Path::new("/r");
+        let slot = |p: &str, a: &str, b: &str| (p.to_owned(), a.to_owned(), b.to_owned());
+        assert_eq!(
+            pod_cgroup_slots(&node(root, CgroupDriver::Cgroupfs, "/soak")),
+            [
+                slot("/soak/kubepods", "pod", ""),
+                slot("/soak/kubepods/burstable", "pod", ""),
+                slot("/soak/kubepods/besteffort", "pod", ""),
+            ]
+        );
+        assert_eq!(
+            pod_cgroup_slots(&node(root, CgroupDriver::Systemd, "/")),
+            [
+                slot("/kubepods.slice", "kubepods-pod", ".slice"),
+                slot(
+                    "/kubepods.slice/kubepods-burstable.slice",
+                    "kubepods-burstable-pod",
+                    ".slice"
+                ),
+                slot(
+                    "/kubepods.slice/kubepods-besteffort.slice",
+                    "kubepods-besteffort-pod",
+                    ".slice"
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn sweep_removes_only_what_no_known_pod_owns() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let cg = root.join("cgroup");
+        made(root, "pods/live/containers/app");
+        made(root, "pods/gone/containers/app");
+        std::fs::write(made(root, "logs/default_web-n_gone/app").join("0.log"), "x").unwrap();
+        made(root, "logs/default_web-n_live/app");
+        made(root, "logs/not-a-pod-dir");
+        std::fs::write(root.join("pods/stray-file"), "x").unwrap();
+        // Two v1 hierarchies; the QoS parents are not pods.
+        for h in ["cpu", "memory"] {
+            made(
+                &cg,
+                &format!("{h}/soak/kubepods/besteffort/podgone/sandbox"),
+            );
+            made(&cg, &format!("{h}/soak/kubepods/burstable/podlive"));
+            made(&cg, &format!("{h}/soak/kubepods/podgone2"));
+        }
+        let node = node(root, CgroupDriver::Cgroupfs, "/soak");
+        let known = HashSet::from(["live"]);
+        let mut sweeper = Sweeper::default();
+        let removed = sweeper.maybe_sweep(&node, &cg, &known);
+        let shown = |rel: &str| root.join(rel).display().to_string();
+        assert_eq!(
+            removed,
+            [
+                shown("logs/default_web-n_gone"),
+                shown("pods/gone"),
+                "/soak/kubepods/besteffort/podgone".into(),
+                "/soak/kubepods/podgone2".into(),
+            ]
+        );
+        for kept in [
+            "pods/live/containers/app",
+            "logs/default_web-n_live/app",
+            "logs/not-a-pod-dir",
+            "pods/stray-file",
+            "cgroup/cpu/soak/kubepods/burstable/podlive",
+            "cgroup/memory/soak/kubepods/besteffort",
+        ] {
+            assert!(root.join(kept).exists(), "{kept} was removed");
+        }
+        assert!(!cg.join("memory/soak/kubepods/podgone2").exists());
+        // Not again before the period; then nothing is left to remove.
+        made(root, "pods/gone-later");
+        assert!(sweeper.maybe_sweep(&node, &cg, &known).is_empty());
+        assert!(root.join("pods/gone-later").exists());
+    }
+
+    #[test]
+    fn processes_left_in_an_orphaned_pod_cgroup_are_killed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cg = tmp.path().join("cgroup");
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        // A fake cgroupfs: the process sits in the pod's container cgroup.
+        let container = made(&cg, "pids/kubepods/besteffort/podgone/c1");
+        std::fs::write(container.join("cgroup.procs"), format!("{}\n", child.id())).unwrap();
+        std::fs::write(cg.join("pids/kubepods/besteffort/podgone/cgroup.procs"), "").unwrap();
+        assert_eq!(
+            kill_pod_cgroup_processes(&cg, "/kubepods/besteffort/podgone"),
+            1
+        );
+        let status = child.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(9));
+        assert_eq!(
+            kill_pod_cgroup_processes(&cg, "/kubepods/besteffort/podnone"),
+            0
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sweeps_once_per_period() {
+        let tmp = tempfile::tempdir().unwrap();
+        let node = node(tmp.path(), CgroupDriver::Cgroupfs, "/");
+        let cg = tmp.path().join("cgroup");
+        let mut sweeper = Sweeper::default();
+        let known = HashSet::new();
+        assert!(sweeper.maybe_sweep(&node, &cg, &known).is_empty());
+        made(tmp.path(), "pods/gone");
+        tokio::time::advance(SWEEP_PERIOD - Duration::from_millis(1)).await;
+        assert!(sweeper.maybe_sweep(&node, &cg, &known).is_empty());
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(sweeper.maybe_sweep(&node, &cg, &known).len(), 1);
+    }
+
+    #[test]
+    fn systemd_slices_of_dashed_uids_are_matched_escaped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cg = tmp.path().join("cgroup");
+        let slices = "cpu/kubepods.slice/kubepods-besteffort.slice";
+        made(&cg, &format!("{slices}/kubepods-besteffort-poda_b.slice"));
+        made(&cg, &format!("{slices}/kubepods-besteffort-podc_d.slice"));
+        let node = node(tmp.path(), CgroupDriver::Systemd, "/");
+        let (_, cgroups) = orphaned(&node, &cg, &HashSet::from(["a-b"]));
+        assert_eq!(
+            cgroups,
+            ["/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podc_d.slice"]
+        );
+    }
+
+    #[test]
+    fn a_missing_root_dir_is_nothing_to_sweep() {
+        let tmp = tempfile::tempdir().unwrap();
+        let node = node(&tmp.path().join("absent"), CgroupDriver::Cgroupfs, "/");
+        let (dirs, cgroups) = orphaned(&node, &tmp.path().join("absent"), &HashSet::new());
+        assert!(dirs.is_empty() && cgroups.is_empty());
+    }
+}
