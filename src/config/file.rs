@@ -140,7 +140,18 @@ fn read_one(
 ) -> Result<SourcePod, ManifestError> {
     let origin = path.to_string_lossy().into_owned();
     let bytes = read_limited(path, meta).map_err(|message| manifest_error(path, message))?;
-    let mut pod = parse_pod(&origin, &bytes)?;
+    decode_manifest(origin, &bytes, node_name, now)
+}
+
+/// Parses and defaults one manifest file's bytes, as the source does after
+/// reading them (and the fuzz target and `crilet validate` do without a file).
+pub fn decode_manifest(
+    origin: String,
+    bytes: &[u8],
+    node_name: &str,
+    now: jiff::Timestamp,
+) -> Result<SourcePod, ManifestError> {
+    let mut pod = parse_pod(&origin, bytes)?;
     apply_api_defaults(&mut pod);
     apply_static_defaults(&mut pod, node_name, &PodSource::File(&origin), now);
     Ok(SourcePod { origin, pod })
