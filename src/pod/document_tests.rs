@@ -156,7 +156,7 @@ fn hostile_inputs_fail_fast_with_a_clear_error() {
     }
     // Compact block lists, "- - - ...", one level per two bytes.
     let nested_block = format!("{POD}x:\n{}v\n", "- ".repeat(20_000));
-    let mut two_mib = POD.repeat(1);
+    let mut two_mib = POD.to_string();
     two_mib.push_str(&"#".repeat(2 * 1024 * 1024));
     let cases = [
         ("billion laughs", laughs, "alias"),
