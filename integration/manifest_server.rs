@@ -36,6 +36,9 @@ pub enum Reply {
     RedirectLoop,
     /// One byte over the body limit, with a Content-Length or chunked.
     Oversize { chunked: bool },
+    /// 200 with a chunked body that never ends: a client that buffered the
+    /// whole body before checking its size would never finish.
+    Endless,
 }
 
 impl Reply {
@@ -278,6 +281,11 @@ async fn handle(
             let frames = futures::stream::iter(
                 [half.clone(), half].map(|b| Ok::<_, Infallible>(Frame::data(b))),
             );
+            Response::new(StreamBody::new(frames).boxed())
+        }
+        Reply::Endless => {
+            let chunk = Bytes::from(vec![b'#'; 64 * 1024]);
+            let frames = futures::stream::repeat_with(move || Ok(Frame::data(chunk.clone())));
             Response::new(StreamBody::new(frames).boxed())
         }
     })

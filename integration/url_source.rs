@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crilet::config::http::fetch::{FetchOptions, HttpFetcher};
-use crilet::config::http::{Fetch, HTTP_SOURCE_NAME, Outcome, UrlPoll};
+use crilet::config::http::{Fetch, HTTP_SOURCE_NAME, MAX_BODY_BYTES, Outcome, UrlPoll};
 use crilet::config::merge::PodConfig;
 use crilet::pod;
 
@@ -108,6 +108,28 @@ async fn url_source_single_pod_list_and_image_change() {
     assert_eq!(probe.pods(), ["j-url-node=busybox"]);
 }
 
+/// A body of exactly MAX_BODY_BYTES (a pod padded with a comment) is read
+/// and parsed, with and without a Content-Length; one byte more is refused.
+#[tokio::test]
+async fn url_source_body_just_under_and_just_over_the_limit() {
+    let mut body = pod_yaml("web", "busybox");
+    body.push_str(&"#".repeat(MAX_BODY_BYTES - body.len()));
+    let server = ManifestServer::start(Reply::manifest(body.clone())).await;
+    let mut probe = Probe::new(&server.url(), FetchOptions::default());
+    let outcome = probe.poll().await;
+    assert!(outcome.set.is_some(), "{:?}", outcome.report);
+    assert_eq!(probe.pods(), ["web-url-node=busybox"]);
+
+    body.push('#');
+    server.set(Reply::manifest(body));
+    let error = Probe::error(&probe.poll().await);
+    assert!(
+        error.contains(&server.url()) && error.contains(&MAX_BODY_BYTES.to_string()),
+        "{error}"
+    );
+    assert_eq!(probe.pods(), ["web-url-node=busybox"], "pods kept");
+}
+
 #[tokio::test]
 async fn url_source_unchanged_body_is_no_update_with_or_without_validators() {
     let body = pod_yaml("web", "busybox");
@@ -176,6 +198,9 @@ async fn url_source_failures_keep_the_pods() {
             Reply::Oversize { chunked: true },
             "limit",
         ),
+        // Refused at the limit, not after the 500 ms timeout: the fetcher
+        // stops reading there instead of buffering the whole body.
+        ("endless body", Reply::Endless, "limit"),
         (
             "invalid YAML",
             Reply::manifest("items: [unclosed\n"),

@@ -6,6 +6,9 @@ pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod cri;
+/// The fuzz targets' entry functions (see `fuzz/`); not an API.
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod images;
 pub mod kuberuntime;
 pub mod logs;

@@ -7,6 +7,7 @@
 
 pub mod containers;
 pub mod defaults;
+pub mod document;
 pub mod field_validation;
 pub mod lookup;
 pub mod manager;

@@ -12,12 +12,12 @@ use std::fmt::Display;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use serde_json::Value;
 
+use super::document::Document;
+pub use super::document::{
+    MAX_MANIFEST_BYTES, MAX_NESTING_DEPTH, MAX_YAML_ALIAS_EVENTS, MAX_YAML_ALIASES,
+    MAX_YAML_DOCUMENTS,
+};
 use super::probe_validation::{HookContext, validate_probes_and_hooks};
-
-/// Largest manifest accepted, in bytes (1 MiB). Anything larger is refused
-/// before parsing so a stray log file in the manifest directory cannot make us
-/// build a huge document in memory.
-pub const MAX_MANIFEST_BYTES: usize = 1024 * 1024;
 
 /// Why a manifest was refused: where it came from, which field (Kubernetes
 /// JSON path such as `spec.containers[0].image`) when one is to blame, and what
@@ -142,96 +142,6 @@ enum Kind {
     PodList,
 }
 
-/// One decoded document: the source text (for positioned typed errors) and
-/// its untyped value (for the structural checks).
-struct Document<'a> {
-    text: &'a str,
-    json: bool,
-    value: Value,
-}
-
-impl<'a> Document<'a> {
-    fn decode(origin: &str, bytes: &'a [u8]) -> Result<Self, ManifestError> {
-        let err = |message: String| ManifestError::new(origin, None, message);
-        if bytes.len() > MAX_MANIFEST_BYTES {
-            return Err(err(format!(
-                "manifest is {} bytes, over the limit of {MAX_MANIFEST_BYTES} bytes (1 MiB)",
-                bytes.len()
-            )));
-        }
-        // A NUL byte never occurs in a text manifest; saying "binary" is more
-        // helpful than whatever the UTF-8 or YAML decoder would complain about.
-        if let Some(at) = bytes.iter().position(|&b| b == 0) {
-            return Err(err(format!(
-                "binary content (NUL byte at offset {at}), not a manifest"
-            )));
-        }
-        let text = std::str::from_utf8(bytes).map_err(|e| {
-            err(format!(
-                "not valid UTF-8 (invalid byte at offset {})",
-                e.valid_up_to()
-            ))
-        })?;
-        // Editors on some platforms prepend a byte-order mark; JSON parsers reject it.
-        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let Some(first) = text.trim_start().bytes().next() else {
-            return Err(err("empty manifest".into()));
-        };
-        let json = first == b'{';
-        let value = if json {
-            Self::decode_json(text).map_err(err)?
-        } else {
-            Self::decode_yaml(text).map_err(err)?
-        };
-        if !value.is_object() {
-            return Err(err(format!(
-                "expected a Pod object at the top level, found {}",
-                json_type(&value)
-            )));
-        }
-        Ok(Self { text, json, value })
-    }
-
-    fn decode_json(text: &str) -> Result<Value, String> {
-        serde_json::from_str(text).map_err(|e| {
-            // serde_json reports a second object as "trailing characters";
-            // name the real problem when that is what happened.
-            let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
-            if matches!((stream.next(), stream.next()), (Some(Ok(_)), Some(Ok(_)))) {
-                format!("more than one JSON document; a manifest holds exactly one ({e})")
-            } else {
-                format!("invalid JSON: {e}")
-            }
-        })
-    }
-
-    fn decode_yaml(text: &str) -> Result<Value, String> {
-        let mut docs: Vec<Value> = serde_saphyr::from_multiple(text)
-            .map_err(|e| format!("invalid YAML: {}", e.without_snippet()))?;
-        match docs.len() {
-            0 => Err("no YAML document (only comments or separators)".into()),
-            1 => Ok(docs.remove(0)),
-            n => Err(format!(
-                "{n} YAML documents; a manifest holds exactly one Pod"
-            )),
-        }
-    }
-
-    /// Decodes the Pod from the original text rather than from `value` so
-    /// that type errors keep the parser's line and column.
-    fn typed_pod(&self, origin: &str) -> Result<Pod, ManifestError> {
-        let invalid = |e: String| ManifestError::new(origin, None, format!("invalid Pod: {e}"));
-        if self.json {
-            serde_json::from_str(self.text).map_err(|e| invalid(e.to_string()))
-        } else {
-            let mut pods: Vec<Pod> = serde_saphyr::from_multiple(self.text)
-                .map_err(|e| invalid(e.without_snippet().to_string()))?;
-            // decode_yaml already counted exactly one document.
-            pods.pop().ok_or_else(|| invalid("no YAML document".into()))
-        }
-    }
-}
-
 /// Checks `apiVersion: v1` and `kind: Pod` (or `PodList` when `allow_list`).
 fn check_kind(origin: &str, value: &Value, allow_list: bool) -> Result<Kind, ManifestError> {
     let expected = if allow_list {
@@ -295,7 +205,7 @@ fn check_item(item: &Value) -> Result<(), (Option<String>, String)> {
     Ok(())
 }
 
-fn json_type(value: &Value) -> &'static str {
+pub(super) fn json_type(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -253,13 +253,23 @@ pub enum ConfigError {
     Flag { message: String },
 }
 
-/// Parses a config file's text (pure); `origin` names it in errors.
+/// Largest config file read (1 MiB, as a manifest): a KubeletConfiguration
+/// is a few kilobytes, and `--config /dev/zero` must not fill the memory.
+pub const MAX_CONFIG_FILE_BYTES: usize = crate::pod::document::MAX_MANIFEST_BYTES;
+
+/// Parses a config file's text (pure); `origin` names it in errors. The
+/// size and the YAML limits (nesting, aliases) are those of a manifest.
 pub fn parse_config_file(origin: &str, text: &str) -> Result<ConfigFile, ConfigError> {
     let err = |message: String| ConfigError::File {
         path: origin.to_string(),
         message,
     };
-    let file: ConfigFile = serde_saphyr::from_str(text).map_err(|e| err(e.to_string()))?;
+    if text.len() > MAX_CONFIG_FILE_BYTES {
+        return Err(err(too_large()));
+    }
+    let file: ConfigFile =
+        serde_saphyr::from_str_with_options(text, crate::pod::document::yaml_options())
+            .map_err(|e| err(crate::pod::document::yaml_error(&e)))?;
     if let Some(kind) = &file.kind {
         if kind != "KubeletConfiguration" {
             return Err(err(format!(
@@ -335,12 +345,35 @@ pub fn load(args: &RunArgs) -> Result<Settings, ConfigError> {
         return resolve(args, &ConfigFile::default(), "");
     };
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File {
+    let text = read_config_file(path).map_err(|message| ConfigError::File {
         path: origin.clone(),
-        message: e.to_string(),
+        message,
     })?;
     let file = parse_config_file(&origin, &text)?;
     resolve(args, &file, &origin)
+}
+
+/// The file's text, reading at most one byte past [`MAX_CONFIG_FILE_BYTES`].
+fn read_config_file(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_FILE_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() > MAX_CONFIG_FILE_BYTES {
+        return Err(too_large());
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "not valid UTF-8 (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+fn too_large() -> String {
+    format!("larger than the {MAX_CONFIG_FILE_BYTES}-byte limit of a config file; refused")
 }
 
 #[cfg(test)]

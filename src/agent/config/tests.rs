@@ -130,3 +130,56 @@ fn unknown_cgroup_drivers_name_the_field_or_flag_and_the_choices() {
     let driver = parse("systemd").ok().unwrap().run.cgroup_driver;
     assert_eq!(driver, Some(crate::cri::CgroupDriver::Systemd));
 }
+
+#[test]
+fn config_file_size_is_bounded_just_under_and_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k.yaml");
+    let mut text = FILE.to_string();
+    text.push_str(&"#".repeat(MAX_CONFIG_FILE_BYTES - text.len()));
+    std::fs::write(&path, &text).unwrap();
+    let args = RunArgs {
+        config: Some(path.clone()),
+        ..Default::default()
+    };
+    let s = load(&args).expect("exactly at the limit");
+    assert_eq!(s.cgroup_root, "/crilet");
+    text.push('#');
+    std::fs::write(&path, &text).unwrap();
+    let err = load(&args).unwrap_err().to_string();
+    assert!(
+        err.contains(&path.display().to_string())
+            && err.contains(&MAX_CONFIG_FILE_BYTES.to_string()),
+        "{err}"
+    );
+    let err = parse_config_file("k.yaml", &text).unwrap_err().to_string();
+    assert!(err.contains("k.yaml") && err.contains("limit"), "{err}");
+}
+
+#[test]
+fn config_file_has_the_manifest_yaml_limits() {
+    use crate::pod::document::{MAX_NESTING_DEPTH, MAX_YAML_ALIAS_EVENTS};
+    let nested = |lists: usize| format!("{FILE}x: {}{}\n", "[".repeat(lists), "]".repeat(lists));
+    assert!(parse_config_file("k.yaml", &nested(MAX_NESTING_DEPTH - 1)).is_ok());
+    let err = parse_config_file("k.yaml", &nested(MAX_NESTING_DEPTH))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("k.yaml") && err.contains(&MAX_NESTING_DEPTH.to_string()),
+        "{err}"
+    );
+    // 1000 references replaying 100 events each: the limit, then over it.
+    let aliases = |items: usize| {
+        let items = vec!["v"; items].join(", ");
+        let refs = vec!["*x"; 1000].join(", ");
+        format!("{FILE}x: &x [{items}]\ny: [{refs}]\n")
+    };
+    assert!(parse_config_file("k.yaml", &aliases(98)).is_ok());
+    let err = parse_config_file("k.yaml", &aliases(99))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("k.yaml") && err.contains(&MAX_YAML_ALIAS_EVENTS.to_string()),
+        "{err}"
+    );
+}
