@@ -67,6 +67,19 @@ root_fs() { # SPEC: mount a loop ext4 on STATE_DIR/root for the lab runtimes
   mount -o loop "$S/rootfs.img" "$S/root"
 }
 
+# Runs the up script (with "$@"); a lab runtime's once more if it fails.
+# The lab's up scripts write the daemon's PID file from the shell that then
+# execs the daemon, and read a PID whose command is still "bash" as a daemon
+# that died: under load they give up on a daemon that is only starting
+# ("socket ... does not answer"). A second run finds it running and goes on.
+up_once_more() {
+  if [ "$KIND" = containerd1 ]; then bash "$UP" "$S" "$@"; return; fi
+  bash "$UP" "$S" "$@" && return 0
+  say "$KIND in $S did not answer at once; running its up script once more"
+  sleep 3
+  bash "$UP" "$S" "$@"
+}
+
 case "$CMD" in
   up)
     ARGS=() ROOTFS=""
@@ -83,7 +96,7 @@ case "$CMD" in
     if [ -n "$ROOTFS" ]; then
       if [ "$KIND" = containerd1 ]; then ARGS+=(--root-fs "$ROOTFS"); else root_fs "$ROOTFS"; fi
     fi
-    exec bash "$UP" "$S" "${ARGS[@]}"
+    up_once_more "${ARGS[@]}"
     ;;
   down)
     recall
@@ -97,7 +110,7 @@ case "$CMD" in
   restart)
     recall
     bash "$DOWN" "$S" --keep-pods >&2
-    bash "$UP" "$S" >/dev/null
+    up_once_more >/dev/null
     ;;
   *) die "unknown command '$CMD' (up, down, stop or restart)" ;;
 esac
