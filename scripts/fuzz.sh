@@ -20,6 +20,10 @@ need_toolchain
 SECS=${1:-60}
 [[ $SECS =~ ^[0-9]+$ && $SECS -gt 0 ]] || die "SECONDS must be a positive integer, not '$SECS'"
 SCRATCH=${CRILET_FUZZ_DIR:-/tmp/crilet-fuzz}
+mkdir -p "$SCRATCH"
+# Two runs on one scratch directory would share its logs (and the counts).
+exec 9>"$SCRATCH/.lock"
+flock -n 9 || die "another scripts/fuzz.sh is running on $SCRATCH"
 
 cargo +nightly --version >/dev/null 2>&1 || die "no nightly toolchain: rustup toolchain install nightly"
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
