@@ -135,7 +135,10 @@ impl Agent {
             }),
             hooks: handlers,
         });
-        let (view_tx, view_rx) = watch::channel(Arc::new(AgentView::default()));
+        // Until the sync loop publishes, readers (the mirror manager, the
+        // container GC) see every source unseen and delete nothing.
+        let initial = AgentView::before_sources(sources.iter().copied());
+        let (view_tx, view_rx) = watch::channel(Arc::new(initial));
         tokio::spawn(container_gc::run(
             self.runtime.clone(),
             view_rx.clone(),

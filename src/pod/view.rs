@@ -24,6 +24,20 @@ pub struct AgentView {
     pub unseen_sources: UnseenSources,
 }
 
+impl AgentView {
+    /// The view before any source has reported: no pods, and every source
+    /// in `sources` unseen, so a reader allows no deletion yet. (The
+    /// `Default` view has no unseen source and would allow them all: a
+    /// mirror manager or container GC reading it before the sync loop's
+    /// first publish would delete every mirror pod and dead container.)
+    pub fn before_sources<'a>(sources: impl IntoIterator<Item = &'a str>) -> Self {
+        AgentView {
+            unseen_sources: UnseenSources::new(sources),
+            ..AgentView::default()
+        }
+    }
+}
+
 /// Statuses by static pod UID. Each worker writes only its own entry.
 pub type StatusCache = Arc<RwLock<HashMap<String, PodStatus>>>;
 
@@ -47,5 +61,21 @@ impl UnseenSources {
             Some(source) => !self.0.contains(source),
             None => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_view_before_sources_allows_no_deletion() {
+        let v = AgentView::before_sources(["file", "http"]);
+        for source in [None, Some("file"), Some("http")] {
+            assert!(!v.unseen_sources.allows_deletion(source), "{source:?}");
+        }
+        assert!(v.manager.get_pods().is_empty());
+        // The default view is the one a reader must never start from.
+        assert!(AgentView::default().unseen_sources.allows_deletion(None));
     }
 }
