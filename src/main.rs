@@ -4,86 +4,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::Parser;
 
 use crilet::agent::config::{LogFormat, RunArgs};
+use crilet::cli::command::{self, Cli, Command};
 use crilet::cli::{OutputFormat, agent_client, debug, runtime_info, validate};
-use crilet::cri::{CriRuntime, DEFAULT_ENDPOINT, RuntimeError, RuntimeOptions};
+use crilet::cri::{CriRuntime, RuntimeError, RuntimeOptions};
 use crilet::images::disk::Statvfs;
-use crilet::units::parse_duration;
-
-#[derive(Parser)]
-#[command(
-    name = "crilet",
-    version,
-    about = "Runs static pods on a CRI runtime, as the kubelet does"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Run the agent: static pods from --pod-manifest-path on the CRI runtime.
-    Run(Box<RunArgs>),
-    /// Show the runtime's name, version, conditions, image filesystem and images.
-    RuntimeInfo {
-        /// The CRI endpoint (unix socket).
-        #[arg(long, env = "CONTAINER_RUNTIME_ENDPOINT", default_value = DEFAULT_ENDPOINT)]
-        container_runtime_endpoint: String,
-        /// Deadline of each CRI call (Go duration, as the kubelet's flag).
-        #[arg(long, default_value = "2m", value_parser = parse_duration)]
-        runtime_request_timeout: Duration,
-        /// Output format.
-        #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
-        output: OutputFormat,
-    },
-    /// List the pods the running agent manages, with static and mirror UIDs.
-    Pods(AgentArgs),
-    /// Show CPU, memory, rootfs and log usage per container, of one pod
-    /// (NAMESPACE/NAME, NAME in default, or a static or mirror UID) or all.
-    Stats {
-        /// The pod; all pods when omitted.
-        pod: Option<String>,
-        #[command(flatten)]
-        agent: AgentArgs,
-    },
-    /// Show the node and pod summary (the kubelet Summary API's content).
-    Summary(AgentArgs),
-    /// List the runtime's images as image GC sees them: size, last used,
-    /// in use, pinned.
-    Images(AgentArgs),
-    /// Print a container's log (as `kubectl logs`), through the agent.
-    Logs(debug::LogsArgs),
-    /// Run a command in a container (as `kubectl exec`, not interactive),
-    /// through the agent; exits with the command's status.
-    Exec(debug::ExecArgs),
-    /// Check static pod manifests as `crilet run` reads them (parse,
-    /// validation, defaulting, trust); needs no runtime. Exits 1 on any
-    /// refused manifest.
-    Validate(validate::ValidateArgs),
-    /// Image garbage collection: with --dry-run, what would be removed now
-    /// and why (nothing is removed; the agent collects on its own period).
-    Gc {
-        /// Show the plan without removing anything (required: the API is read-only).
-        #[arg(long, required = true)]
-        dry_run: bool,
-        #[command(flatten)]
-        agent: AgentArgs,
-    },
-}
-
-/// How the operator commands reach the agent.
-#[derive(clap::Args)]
-struct AgentArgs {
-    /// The agent's socket (`crilet run --socket`).
-    #[arg(long, env = "CRILET_SOCKET", default_value = crilet::stats::grpc::DEFAULT_SOCKET)]
-    socket: std::path::PathBuf,
-    /// Output format.
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Table)]
-    output: OutputFormat,
-}
 
 /// Prints `value` as a table (via `table`), JSON or YAML.
 fn print_as<T: serde::Serialize>(
@@ -177,7 +104,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(debug::logs(&a.socket, req, &mut std::io::stdout()).await?)
         }
         Command::Exec(_) => unreachable!("`crilet exec` runs through exec_command"),
-        Command::Validate(_) => unreachable!("`crilet validate` runs through validate::run"),
+        Command::Validate(_) | Command::Completion { .. } | Command::Man => {
+            unreachable!("answered before the async runtime starts")
+        }
     }
 }
 
@@ -218,7 +147,8 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     let listeners = stats_server::bind(&settings.serve).await?;
     let kubelet_listener = crilet::server::start::bind(&settings, &node_name).await?;
     let cancel = tokio_util::sync::CancellationToken::new();
-    spawn_signal_handler(cancel.clone());
+    let systemd = crilet::agent::sd_notify::Notifier::from_env();
+    spawn_signal_handler(cancel.clone(), systemd.clone());
     let runtime = Arc::new(runtime) as Arc<dyn Runtime>;
     // The API answers from the start, even while the runtime is down: the
     // agent's view and the samples fill in once it is up.
@@ -290,6 +220,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
             Ok(v) => break v,
             Err(e) => {
                 tracing::error!(error = %e, "container runtime not answering; retrying in 5s");
+                systemd.status(&format!("waiting for the container runtime: {e}"));
                 tokio::select! {
                     _ = cancel.cancelled() => {
                         for server in servers {
@@ -359,6 +290,8 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     let node_name = agent.node.node_name.clone();
     let node_ip = agent.node.host_ip.clone();
     let (handles, join) = agent.start(cancel.clone());
+    // Listeners bound, runtime answering, sync loop started: ready.
+    systemd.ready(&format!("running on {runtime_version}"));
     // Forward the sync loop's view to the API servers.
     let mut agent_view = handles.view.clone();
     tokio::spawn(async move {
@@ -509,7 +442,10 @@ mod stats_server {
     }
 }
 
-fn spawn_signal_handler(cancel: tokio_util::sync::CancellationToken) {
+fn spawn_signal_handler(
+    cancel: tokio_util::sync::CancellationToken,
+    systemd: crilet::agent::sd_notify::Notifier,
+) {
     tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
         let (Ok(mut term), Ok(mut int)) = (
@@ -523,8 +459,21 @@ fn spawn_signal_handler(cancel: tokio_util::sync::CancellationToken) {
             _ = term.recv() => tracing::info!("SIGTERM received"),
             _ = int.recv() => tracing::info!("SIGINT received"),
         }
+        systemd.stopping();
         cancel.cancel();
     });
+}
+
+/// Writes a generated text (completion script, man page) to stdout.
+fn print_bytes(text: std::io::Result<Vec<u8>>) -> ExitCode {
+    use std::io::Write;
+    match text.and_then(|t| std::io::stdout().write_all(&t)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("crilet: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// One line: the contexts, then the first runtime error, whose text already
@@ -542,8 +491,11 @@ fn one_line(err: &anyhow::Error) -> String {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Command::Validate(args) = &cli.command {
-        return validate::run(args);
+    match &cli.command {
+        Command::Validate(args) => return validate::run(args),
+        Command::Completion { shell } => return print_bytes(Ok(command::completion(*shell))),
+        Command::Man => return print_bytes(command::man_page()),
+        _ => {}
     }
     let (log_format, level) = match &cli.command {
         Command::Run(args) => match crilet::agent::config::load(args) {

@@ -25,6 +25,7 @@ pub mod observe;
 pub mod orphan_dirs;
 mod pleg;
 pub mod prober;
+pub mod sd_notify;
 pub mod termination;
 pub mod url_source;
 pub mod worker;

@@ -3,6 +3,7 @@
 //! The top layer (beside `main`): may import any module of the crate.
 
 pub mod agent_client;
+pub mod command;
 pub mod debug;
 pub mod runtime_info;
 pub mod validate;

@@ -8,6 +8,9 @@
 //! and `prober_probe_duration_seconds{probe_type,container,pod,namespace}`,
 //! as the kubelet's prober names them.
 //!
+//! The process: `process_*`, as every Kubernetes component (see
+//! [`super::process`]).
+//!
 //! Runtime operations are counted as they happen (the CRI adapter reports
 //! each call); the gauges are set from the snapshots at scrape time.
 
@@ -99,6 +102,7 @@ pub struct Metrics {
     gc_shortfalls: Counter,
     probes: Family<ProbeResultLabels, Counter>,
     probe_durations: Family<ProbeDurationLabels, Histogram, fn() -> Histogram>,
+    process: super::process::ProcessMetrics,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -206,7 +210,9 @@ impl Metrics {
             "Duration in seconds for a probe response.",
             probe_durations.clone(),
         );
+        let process = super::process::ProcessMetrics::register(&mut registry);
         Metrics {
+            process,
             registry,
             probes,
             probe_durations,
@@ -270,6 +276,8 @@ impl Metrics {
             catch_up(&self.gc_collections, gc.collections.load(Relaxed));
             catch_up(&self.gc_shortfalls, gc.space_shortfalls.load(Relaxed));
         }
+        self.process
+            .update(&super::process::read_self(std::path::Path::new("/proc")));
         let view = sources.view();
         self.mirror_pods
             .set(view.manager.get_mirror_pods().len() as i64);

@@ -15,6 +15,7 @@ pub mod host;
 pub mod http;
 pub mod images_api;
 pub mod metrics;
+pub mod process;
 pub mod reply;
 pub mod types;
 
