@@ -71,6 +71,8 @@ pub struct AgentProcess {
     /// `--hostname-override`: the node name in its pods' names.
     node: String,
     extra_args: Vec<String>,
+    /// NOTIFY_SOCKET for the next spawn, as systemd sets it.
+    pub notify_socket: Option<PathBuf>,
     pub manifests: tempfile::TempDir,
     pub root: tempfile::TempDir,
     log: PathBuf,
@@ -108,6 +110,7 @@ impl AgentProcess {
             child: None,
             node: node.to_owned(),
             extra_args: extra_args.to_vec(),
+            notify_socket: None,
             log: root.path().join("crilet.log"),
             manifests,
             root,
@@ -121,7 +124,12 @@ impl AgentProcess {
             .append(true)
             .open(&self.log)
             .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_crilet"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_crilet"));
+        command.env_remove("NOTIFY_SOCKET");
+        if let Some(socket) = &self.notify_socket {
+            command.env("NOTIFY_SOCKET", socket);
+        }
+        let child = command
             .args(["run", "--container-runtime-endpoint", &agent_endpoint()])
             .arg("--pod-manifest-path")
             .arg(self.manifests.path())

@@ -36,6 +36,7 @@ mod mirror_client;
 mod mirror_faults;
 mod mirror_forbidden;
 mod probes;
+mod sd_notify;
 mod stats;
 mod stats_api;
 mod support;

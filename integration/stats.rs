@@ -295,6 +295,26 @@ async fn stats_by_every_uid_and_the_summary_api() {
     assert!(
         metrics.contains("kubelet_runtime_operations_total{operation_type=\"run_podsandbox\"}")
     );
+    // The serving process's own figures, as every component exports them.
+    let value = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in\n{metrics}"))
+    };
+    let rss = value("process_resident_memory_bytes");
+    assert!((1e6..4e9).contains(&rss), "RSS {rss}");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let started = value("process_start_time_seconds");
+    assert!(
+        started <= now + 1.0 && started > now - 86_400.0,
+        "started {started}, now {now}"
+    );
+    assert!(value("process_cpu_seconds_total") > 0.0);
+    assert!(value("process_open_fds") >= 3.0);
     let (_, pods) = http_get(port, "/pods");
     let pods: Value = serde_json::from_str(&pods).unwrap();
     assert_eq!(pods["kind"], "PodList");

@@ -22,3 +22,27 @@ need_toolchain() {
     }
   fi
 }
+
+# cargo-deb (crates.io) builds the .deb, with dpkg-shlibdeps (dpkg-dev) for
+# its Depends; systemd-analyze (systemd) and man (man-db) check what it
+# installs. Installed when missing; none of them is started.
+CARGO_DEB_VERSION=3.8.0
+need_packaging_tools() {
+  local pkgs=()
+  command -v dpkg-shlibdeps >/dev/null || pkgs+=(dpkg-dev)
+  command -v systemd-analyze >/dev/null || pkgs+=(systemd)
+  command -v man >/dev/null || pkgs+=(man-db)
+  command -v gzip >/dev/null || pkgs+=(gzip)
+  if [ ${#pkgs[@]} -gt 0 ]; then
+    say "apt-get install ${pkgs[*]} (packaging and its checks)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y --no-install-recommends "${pkgs[@]}" >/dev/null 2>&1 || {
+      apt-get update >/dev/null
+      apt-get install -y --no-install-recommends "${pkgs[@]}" >/dev/null
+    }
+  fi
+  if ! cargo deb --version 2>/dev/null | grep -q "$CARGO_DEB_VERSION"; then
+    say "cargo install cargo-deb $CARGO_DEB_VERSION"
+    cargo install --quiet --locked cargo-deb --version "$CARGO_DEB_VERSION" >&2
+  fi
+}

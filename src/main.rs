@@ -104,7 +104,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(debug::logs(&a.socket, req, &mut std::io::stdout()).await?)
         }
         Command::Exec(_) => unreachable!("`crilet exec` runs through exec_command"),
-        Command::Validate(_) | Command::Completion { .. } | Command::Man => {
+        Command::Validate(_) | Command::Completion { .. } | Command::Man { .. } => {
             unreachable!("answered before the async runtime starts")
         }
     }
@@ -494,7 +494,12 @@ fn main() -> ExitCode {
     match &cli.command {
         Command::Validate(args) => return validate::run(args),
         Command::Completion { shell } => return print_bytes(Ok(command::completion(*shell))),
-        Command::Man => return print_bytes(command::man_page()),
+        Command::Man { out_dir: None } => return print_bytes(command::man_page()),
+        Command::Man { out_dir: Some(dir) } => {
+            return print_bytes(
+                command::write_man_pages(dir).map(|names| (names.join("\n") + "\n").into_bytes()),
+            );
+        }
         _ => {}
     }
     let (log_format, level) = match &cli.command {

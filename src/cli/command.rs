@@ -87,9 +87,15 @@ pub enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    /// Print the man page, crilet(1), in roff (the package installs it).
+    /// Print the man page, crilet(1), in roff; with --out-dir, write it
+    /// and one page per subcommand (crilet-run(1), ...) there instead, as
+    /// the package installs them.
     #[command(hide = true)]
-    Man,
+    Man {
+        /// Write crilet.1 and crilet-SUBCOMMAND.1 into this directory.
+        #[arg(long)]
+        out_dir: Option<std::path::PathBuf>,
+    },
 }
 
 /// How the operator commands reach the agent.
@@ -116,6 +122,19 @@ pub fn man_page() -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
     clap_mangen::Man::new(Cli::command()).render(&mut out)?;
     Ok(out)
+}
+
+/// Writes crilet.1 and a page per subcommand into `dir`; returns their
+/// file names.
+pub fn write_man_pages(dir: &std::path::Path) -> std::io::Result<Vec<String>> {
+    std::fs::create_dir_all(dir)?;
+    clap_mangen::generate_to(Cli::command(), dir)?;
+    let mut names: Vec<String> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".1"))
+        .collect();
+    names.sort();
+    Ok(names)
 }
 
 #[cfg(test)]
@@ -172,6 +191,33 @@ mod tests {
         assert!(page.contains(".TH crilet 1"), "{}", &page[..200]);
         assert!(page.contains("crilet\\-run"), "subcommands listed");
         assert!(page.contains(VERSION), "the version is in the page");
+    }
+
+    #[test]
+    fn man_pages_are_written_per_subcommand_with_its_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let names = write_man_pages(&dir.path().join("man1")).unwrap();
+        for want in [
+            "crilet.1",
+            "crilet-run.1",
+            "crilet-validate.1",
+            "crilet-completion.1",
+        ] {
+            assert!(names.iter().any(|n| n == want), "{want} not in {names:?}");
+        }
+        assert!(
+            !names.iter().any(|n| n == "crilet-man.1"),
+            "hidden: {names:?}"
+        );
+        let run = std::fs::read_to_string(dir.path().join("man1/crilet-run.1")).unwrap();
+        assert!(
+            run.contains("pod\\-manifest\\-path"),
+            "run's flags are documented"
+        );
+        // A file where the directory should be is an error naming it.
+        let file = dir.path().join("file");
+        std::fs::write(&file, "x").unwrap();
+        assert!(write_man_pages(&file).is_err());
     }
 
     #[test]

@@ -116,7 +116,11 @@ pub fn generate_self_signed(
     // self-signed certificate, it is replaced by deleting the files.
     let key = KeyPair::generate().map_err(err)?;
     let cert = params.self_signed(&key).map_err(err)?;
-    Ok((cert.pem(), key.serialize_pem()))
+    let pem = |tag: &str, der: &[u8]| pem::encode(&pem::Pem::new(tag, der));
+    Ok((
+        pem("CERTIFICATE", cert.der()),
+        pem("PRIVATE KEY", &key.serialize_der()),
+    ))
 }
 
 fn write_file(path: &Path, text: &str, mode: u32) -> Result<(), TlsError> {

@@ -183,3 +183,32 @@ fn config_file_has_the_manifest_yaml_limits() {
         "{err}"
     );
 }
+
+/// The example the package installs as /etc/crilet/config.yaml resolves,
+/// alone and with the kubeconfig the unit's CRILET_ARGS would add.
+#[test]
+fn the_packaged_example_config_resolves() {
+    let text = include_str!("../../../contrib/systemd/config.yaml");
+    let f = parse_config_file("/etc/crilet/config.yaml", text).unwrap();
+    let s = resolve(&RunArgs::default(), &f, "/etc/crilet/config.yaml").unwrap();
+    assert_eq!(
+        s.pod_manifest_path,
+        Some("/etc/kubernetes/manifests".into())
+    );
+    assert_eq!(
+        s.container_runtime_endpoint,
+        "unix:///run/containerd/containerd.sock"
+    );
+    assert_eq!(s.cgroup_driver, CgroupDriver::Cgroupfs);
+    assert_eq!(s.kubelet_server.port, 10250);
+    assert!(!s.kubelet_server.anonymous_auth);
+    let args = RunArgs {
+        kubeconfig: Some("/etc/kubernetes/kubelet.conf".into()),
+        ..RunArgs::default()
+    };
+    let s = resolve(&args, &f, "/etc/crilet/config.yaml").unwrap();
+    assert_eq!(
+        s.kubelet_server.authorization_mode,
+        kubelet_server::AuthorizationMode::Webhook
+    );
+}
