@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks against a private containerd (one run, same containerd):
+#   binary        the release binary's size and shared libraries;
 #   cri_sequence  min/median/max of each raw CRI step for a one-container pod;
 #   agent_start   crilet vs the raw sequence (one pod; 50 pods), and crilet's
 #                 RSS and CPU while holding 50 pods idle;
@@ -44,6 +45,9 @@ trap cleanup EXIT
 SOCK=$(bash "$ROOT/scripts/containerd-up.sh" "$STATE")
 cargo build --release --quiet
 export CRILET_BENCH_ENDPOINT="unix://$SOCK" CRILET_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/crilet"
+# The shipped binary (the release profile in Cargo.toml): its size against
+# the goal of issue 16 (15 MiB) and the shared libraries it needs.
+echo "== binary: $(stat -c %s "$CRILET_BIN") bytes ($(awk "BEGIN{printf \"%.1f\", $(stat -c %s "$CRILET_BIN")/1048576}") MiB; goal <= 15 MiB), needs: $(ldd "$CRILET_BIN" | awk '{print $1}' | tr '\n' ' ')"
 if [ -z "${CRILET_BENCH_RUNTIMES_ONLY:-}" ]; then
   CRILET_BENCH_ITERATIONS="${1:-20}" cargo bench --quiet --bench cri_sequence
   CRILET_BENCH_ITERATIONS="${1:-10}" cargo bench --quiet --bench agent_start

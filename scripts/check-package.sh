@@ -23,8 +23,9 @@ bad=$(ldd "$BIN" | awk '{print $1}' | grep -Ev '^(linux-vdso\.so\.1|libc\.so\.6|
 
 field() { dpkg-deb -f "$DEB" "$1"; }
 [ "$(field Package)" = crilet ] || fail "Package: $(field Package)"
-[ "$(field Version)" = "$(cargo metadata --no-deps --format-version 1 | python3 -c 'import json,sys; print(json.load(sys.stdin)["packages"][0]["version"])')" ] \
-  || fail "Version: $(field Version)"
+# The crate's version with Debian revision 1.
+VERSION=$(cargo metadata --no-deps --format-version 1 | python3 -c 'import json,sys; print(json.load(sys.stdin)["packages"][0]["version"])')
+[ "$(field Version)" = "$VERSION-1" ] || fail "Version: $(field Version), not $VERSION-1"
 [ "$(field Recommends)" = "containerd | cri-o" ] || fail "Recommends: $(field Recommends)"
 field Depends | grep -q 'libc6' || fail "Depends lacks libc6: $(field Depends)"
 CONTENTS=$(dpkg-deb -c "$DEB" | awk '{print $6}')
@@ -41,9 +42,14 @@ trap 'rm -rf "$R"' EXIT
 mkdir -p "$R/var/lib/dpkg/info" "$R/var/lib/dpkg/updates"
 touch "$R/var/lib/dpkg/status"
 # --force-depends: the scratch root has no libc6 package of its own.
-inst() { dpkg --root="$R" --log=/dev/null --force-depends "$@" >/dev/null; }
-inst -i "$DEB" || fail "dpkg --root -i failed"
-want="crilet $(field Version) (commit $(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown))"
+# Its complaints about that, and about the host's targets lent below, are
+# shown only when dpkg fails.
+inst() {
+  local out
+  out=$(dpkg --root="$R" --log=/dev/null --force-depends "$@" 2>&1) || fail "dpkg --root $*: $out"
+}
+inst -i "$DEB"
+want="crilet $VERSION (commit $(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown))"
 got=$("$R/usr/bin/crilet" --version)
 [ "$got" = "$want" ] || fail "installed crilet --version says '$got', not '$want'"
 MANWIDTH=120 man -P cat -l "$R/usr/share/man/man1/crilet-run.1.gz" 2>/dev/null | grep -q -- '--pod-manifest-path' \
@@ -65,9 +71,9 @@ for line in Type=notify Restart=always KillMode=process \
 done
 grep -qE '^After=.*containerd\.service.*crio\.service' "$unit" || fail "the unit does not start after containerd and CRI-O"
 echo "# edited by the operator" >>"$R/etc/crilet/config.yaml"
-inst -i "$DEB" || fail "reinstalling failed"
+inst -i "$DEB"
 grep -q "edited by the operator" "$R/etc/crilet/config.yaml" || fail "a reinstall replaced the edited conffile"
-inst --purge crilet || fail "dpkg --purge failed"
+inst --purge crilet
 left=$(cd "$R" && find usr etc -type f 2>/dev/null | grep crilet || true)
 [ -z "$left" ] || fail "the purge left: $left"
 say "package ok: $(basename "$DEB") $(du -k "$DEB" | cut -f1) KiB; binary $(stat -c %s "$BIN") bytes ($(awk "BEGIN{printf \"%.1f\", $(stat -c %s "$BIN")/1048576}") MiB), needs $(ldd "$BIN" | awk '{print $1}' | tr '\n' ' ')"
