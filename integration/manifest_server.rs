@@ -34,6 +34,8 @@ pub enum Reply {
     Hang,
     /// 302 to itself, for ever.
     RedirectLoop,
+    /// 302 to this Location.
+    RedirectTo(String),
     /// One byte over the body limit, with a Content-Length or chunked.
     Oversize { chunked: bool },
     /// 200 with a chunked body that never ends: a client that buffered the
@@ -267,6 +269,13 @@ async fn handle(
         }
         Reply::Status(code) => full(code, "not today\n"),
         Reply::Hang => futures::future::pending().await,
+        Reply::RedirectTo(location) => {
+            let mut response = full(302, "");
+            response
+                .headers_mut()
+                .insert(LOCATION, location.parse().unwrap());
+            response
+        }
         Reply::RedirectLoop => {
             let mut response = full(302, "");
             let here = req.uri().path().to_string();

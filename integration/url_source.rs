@@ -1,5 +1,5 @@
 //! The URL source over real HTTP on 127.0.0.1, without a runtime: the
-//! reqwest fetcher, the poll state and the merge, one poll at a time.
+//! hyper fetcher, the poll state and the merge, one poll at a time.
 
 use std::time::Duration;
 
@@ -302,6 +302,29 @@ async fn url_source_sends_the_configured_headers() {
     assert_eq!(all("authorization"), ["Bearer s3cret"]);
     assert_eq!(all("x-fleet"), ["a", "b"]);
     assert!(all("user-agent")[0].starts_with("crilet/"));
+}
+
+/// A redirect to another host (here: port) drops the credentials, as Go's
+/// client does for the kubelet; the other headers follow.
+#[tokio::test]
+async fn a_redirect_elsewhere_drops_the_authorization_header() {
+    let target = ManifestServer::start(Reply::manifest(pod_yaml("web", "busybox"))).await;
+    let server = ManifestServer::start(Reply::RedirectTo(target.url())).await;
+    let options = FetchOptions {
+        headers: vec![
+            ("Authorization".into(), "Bearer s3cret".into()),
+            ("X-Fleet".into(), "a".into()),
+        ],
+        ..FetchOptions::default()
+    };
+    let mut probe = Probe::new(&server.url(), options);
+    assert!(probe.poll().await.set.is_some());
+    assert_eq!(probe.pods(), ["web-url-node=busybox"]);
+    let first = &server.requests()[0];
+    assert_eq!(first.get("authorization").unwrap(), "Bearer s3cret");
+    let followed = &target.requests()[0];
+    assert!(followed.get("authorization").is_none(), "{followed:?}");
+    assert_eq!(followed.get("x-fleet").unwrap(), "a");
 }
 
 #[tokio::test]

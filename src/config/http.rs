@@ -11,7 +11,7 @@
 //! last good one (or a 304 answer) is not parsed again.
 //!
 //! [`UrlPoll`] and [`FailureLog`] are pure; [`run`] drives them with a
-//! [`Fetch`] (the reqwest adapter is in [`fetch`]) and the clock.
+//! [`Fetch`] (the hyper adapter is in [`fetch`]) and the clock.
 
 pub mod fetch;
 #[cfg(test)]
@@ -64,7 +64,7 @@ pub struct UrlSource {
 }
 
 impl UrlSource {
-    /// The source for `url` with a reqwest fetcher; fails on a bad URL,
+    /// The source for `url` with the hyper fetcher; fails on a bad URL,
     /// header or CA file, naming it.
     pub fn new(
         config: UrlSourceConfig,

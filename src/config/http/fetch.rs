@@ -1,16 +1,27 @@
-//! The reqwest adapter of the URL source: one conditional GET per poll.
+//! The HTTP adapter of the URL source: one conditional GET per poll, on
+//! the hyper client and rustls connector the API client already brings
+//! (no second HTTP stack in the binary).
 //!
 //! Invariant: a fetch never takes longer than its timeout, follows at most
 //! [`MAX_REDIRECTS`] redirects and never holds more than [`MAX_BODY_BYTES`]
 //! bytes of a body; a non-200 body is not read at all. TLS is rustls with
-//! the ring provider, the platform's roots plus an optional CA bundle.
+//! the ring provider, the platform's roots plus an optional CA bundle. A
+//! redirect to another host drops the credentials headers (Authorization,
+//! Cookie, WWW-Authenticate), as Go's client and the kubelet do.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::header::{
-    ETAG, HeaderMap, HeaderName, HeaderValue, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED,
+use bytes::Bytes;
+use http::header::{
+    AUTHORIZATION, COOKIE, ETAG, HeaderMap, HeaderName, HeaderValue, IF_MODIFIED_SINCE,
+    IF_NONE_MATCH, LAST_MODIFIED, LOCATION, USER_AGENT, WWW_AUTHENTICATE,
 };
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::{Client, connect::HttpConnector};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 
 use super::{
     FETCH_TIMEOUT, Fetch, Fetched, MAX_BODY_BYTES, MAX_REDIRECTS, UrlSourceError, Validators,
@@ -49,44 +60,67 @@ pub enum FetchSetupError {
     Client { url: String, detail: String },
 }
 
-/// GETs one URL with reqwest.
+type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Bytes>>;
+
+/// GETs one URL.
 #[derive(Debug, Clone)]
 pub struct HttpFetcher {
-    client: reqwest::Client,
-    url: reqwest::Url,
+    client: HttpsClient,
+    url: url::Url,
     /// The URL as configured, for messages.
     text: String,
     headers: HeaderMap,
     timeout: Duration,
 }
 
+const USER_AGENT_VALUE: &str = concat!("crilet/", env!("CARGO_PKG_VERSION"));
+
+/// An http or https URL, or why not.
+fn http_url(text: &str) -> Result<url::Url, String> {
+    let parsed = url::Url::parse(text).map_err(|e| e.to_string())?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!(
+            "scheme {:?} is not supported; use http or https",
+            parsed.scheme()
+        ));
+    }
+    Ok(parsed)
+}
+
 impl HttpFetcher {
     pub fn new(url: &str, options: &FetchOptions) -> Result<Self, FetchSetupError> {
-        let bad_url = |detail: String| FetchSetupError::Url {
+        let parsed = http_url(url).map_err(|detail| FetchSetupError::Url {
+            url: url.to_string(),
+            detail,
+        })?;
+        let headers = header_map(&options.headers)?;
+        let client_error = |detail: String| FetchSetupError::Client {
             url: url.to_string(),
             detail,
         };
-        let parsed = reqwest::Url::parse(url).map_err(|e| bad_url(e.to_string()))?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(bad_url(format!(
-                "scheme {:?} is not supported; use http or https",
-                parsed.scheme()
-            )));
-        }
-        let headers = header_map(&options.headers)?;
-        // The process-wide provider; an error only means one is installed.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut builder = reqwest::Client::builder()
-            .timeout(options.timeout)
-            .redirect(reqwest::redirect::Policy::limited(MAX_REDIRECTS))
-            .user_agent(concat!("crilet/", env!("CARGO_PKG_VERSION")));
+        let mut roots = rustls::RootCertStore::empty();
+        // Unreadable platform certificates are skipped, as Go does.
+        roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
         if let Some(path) = &options.ca_file {
-            builder = builder.tls_certs_merge(read_ca_file(path)?);
+            for cert in read_ca_file(path)? {
+                roots.add(cert).map_err(|e| FetchSetupError::CaFile {
+                    path: path.display().to_string(),
+                    detail: e.to_string(),
+                })?;
+            }
         }
-        let client = builder.build().map_err(|e| FetchSetupError::Client {
-            url: url.to_string(),
-            detail: chain(&e),
-        })?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| client_error(e.to_string()))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .build();
+        let client = Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
         Ok(HttpFetcher {
             client,
             url: parsed,
@@ -96,37 +130,73 @@ impl HttpFetcher {
         })
     }
 
-    fn error(&self, e: &reqwest::Error) -> UrlSourceError {
-        let detail = if e.is_timeout() {
-            format!("no complete answer within {:?}", self.timeout)
-        } else if e.is_redirect() {
-            format!("more than {MAX_REDIRECTS} redirects (a loop?)")
-        } else if e.is_connect() {
-            format!("cannot connect: {}", innermost(e))
-        } else {
-            causes(e)
-        };
+    fn failed(&self, detail: String) -> UrlSourceError {
         UrlSourceError::Request {
             url: self.text.clone(),
             detail,
         }
     }
-}
 
-#[async_trait::async_trait]
-impl Fetch for HttpFetcher {
-    async fn fetch(&self, validators: &Validators) -> Result<Fetched, UrlSourceError> {
-        let mut request = self
-            .client
-            .get(self.url.clone())
-            .headers(self.headers.clone());
-        if let Some(etag) = &validators.etag {
-            request = request.header(IF_NONE_MATCH, etag);
+    fn error(&self, e: &hyper_util::client::legacy::Error) -> UrlSourceError {
+        if e.is_connect() {
+            self.failed(format!("cannot connect: {}", innermost(e)))
+        } else {
+            self.failed(chain(e))
         }
-        if let Some(since) = &validators.last_modified {
-            request = request.header(IF_MODIFIED_SINCE, since);
+    }
+
+    /// The response of the last hop, after at most MAX_REDIRECTS redirects.
+    async fn get(
+        &self,
+        validators: &Validators,
+    ) -> Result<http::Response<hyper::body::Incoming>, UrlSourceError> {
+        let mut url = self.url.clone();
+        let mut headers = self.headers.clone();
+        headers.insert(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE));
+        for (name, value) in [
+            (IF_NONE_MATCH, &validators.etag),
+            (IF_MODIFIED_SINCE, &validators.last_modified),
+        ] {
+            if let Some(v) = value.as_deref().and_then(|v| HeaderValue::from_str(v).ok()) {
+                headers.insert(name, v);
+            }
         }
-        let mut response = request.send().await.map_err(|e| self.error(&e))?;
+        for _ in 0..=MAX_REDIRECTS {
+            let mut request = http::Request::get(url.as_str())
+                .body(Empty::new())
+                .map_err(|e| self.failed(e.to_string()))?;
+            *request.headers_mut() = headers.clone();
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| self.error(&e))?;
+            let status = response.status().as_u16();
+            let location = response.headers().get(LOCATION).cloned();
+            let (true, Some(location)) = (matches!(status, 301 | 302 | 303 | 307 | 308), location)
+            else {
+                return Ok(response);
+            };
+            let next = location
+                .to_str()
+                .map_err(|e| e.to_string())
+                .and_then(|l| url.join(l).map_err(|e| e.to_string()))
+                .and_then(|u| http_url(u.as_str()))
+                .map_err(|e| self.failed(format!("redirect to a bad Location: {e}")))?;
+            if (next.host_str(), next.port_or_known_default())
+                != (url.host_str(), url.port_or_known_default())
+            {
+                for name in [AUTHORIZATION, COOKIE, WWW_AUTHENTICATE] {
+                    headers.remove(name);
+                }
+            }
+            url = next;
+        }
+        Err(self.failed(format!("more than {MAX_REDIRECTS} redirects (a loop?)")))
+    }
+
+    async fn fetch_once(&self, validators: &Validators) -> Result<Fetched, UrlSourceError> {
+        let response = self.get(validators).await?;
         let status = response.status().as_u16();
         if status == 304 {
             return Ok(Fetched::NotModified);
@@ -153,23 +223,38 @@ impl Fetch for HttpFetcher {
         let too_large = || UrlSourceError::TooLarge {
             url: self.text.clone(),
         };
-        if response
-            .content_length()
-            .is_some_and(|n| n > MAX_BODY_BYTES as u64)
-        {
+        let length = response
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if length.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
             return Err(too_large());
         }
-        while let Some(chunk) = response.chunk().await.map_err(|e| self.error(&e))? {
-            if body.len() + chunk.len() > MAX_BODY_BYTES {
-                return Err(too_large());
+        let mut incoming = response.into_body();
+        while let Some(frame) = incoming.frame().await {
+            let frame = frame.map_err(|e| self.failed(chain(&e)))?;
+            if let Ok(chunk) = frame.into_data() {
+                if body.len() + chunk.len() > MAX_BODY_BYTES {
+                    return Err(too_large());
+                }
+                body.extend_from_slice(&chunk);
             }
-            body.extend_from_slice(&chunk);
         }
         Ok(Fetched::Body {
             status,
             validators,
             body,
         })
+    }
+}
+
+#[async_trait::async_trait]
+impl Fetch for HttpFetcher {
+    async fn fetch(&self, validators: &Validators) -> Result<Fetched, UrlSourceError> {
+        match tokio::time::timeout(self.timeout, self.fetch_once(validators)).await {
+            Ok(result) => result,
+            Err(_) => Err(self.failed(format!("no complete answer within {:?}", self.timeout))),
+        }
     }
 }
 
@@ -192,13 +277,15 @@ fn header_map(headers: &[(String, String)]) -> Result<HeaderMap, FetchSetupError
     Ok(map)
 }
 
-fn read_ca_file(path: &Path) -> Result<Vec<reqwest::Certificate>, FetchSetupError> {
+fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, FetchSetupError> {
     let bad = |detail: String| FetchSetupError::CaFile {
         path: path.display().to_string(),
         detail,
     };
     let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
-    let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| bad(chain(&e)))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(e.to_string()))?;
     if certs.is_empty() {
         return Err(bad("no PEM certificate in it".into()));
     }
@@ -213,14 +300,6 @@ fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
         deepest = source;
     }
     deepest.to_string()
-}
-
-/// The causes of a reqwest error, whose own text only repeats the URL.
-fn causes(e: &(dyn std::error::Error + 'static)) -> String {
-    match e.source() {
-        Some(source) => chain(source),
-        None => e.to_string(),
-    }
 }
 
 /// An error and its causes on one line, without repeating a cause that its
