@@ -13,7 +13,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-/// Ticks per second of /proc/<pid>/stat times (USER_HZ, 100 on every
+/// Ticks per second of `/proc/<pid>/stat` times (USER_HZ, 100 on every
 /// architecture the kernel exports to userspace).
 const TICKS_PER_SECOND: f64 = 100.0;
 
@@ -30,7 +30,7 @@ pub struct ProcessReading {
     pub max_fds: Option<u64>,
 }
 
-/// The fields of /proc/<pid>/stat after the command name, which may hold
+/// The fields of `/proc/<pid>/stat` after the command name, which may hold
 /// spaces and parentheses: everything after its last `)`, so that index 0
 /// is the state (field 3 of proc(5)).
 fn stat_fields(stat: &str) -> Option<Vec<&str>> {
@@ -38,7 +38,7 @@ fn stat_fields(stat: &str) -> Option<Vec<&str>> {
     Some(rest.split_whitespace().collect())
 }
 
-/// CPU seconds (utime + stime, fields 14 and 15) from /proc/<pid>/stat.
+/// CPU seconds (utime + stime, fields 14 and 15) from `/proc/<pid>/stat`.
 pub fn parse_cpu_seconds(stat: &str) -> Option<f64> {
     let f = stat_fields(stat)?;
     let utime: u64 = f.get(11)?.parse().ok()?;
@@ -53,7 +53,7 @@ pub fn parse_start_time(stat: &str, boot_time: i64) -> Option<f64> {
     Some(boot_time as f64 + ticks as f64 / TICKS_PER_SECOND)
 }
 
-/// A `kB` field of /proc/<pid>/status (`VmRSS`, `VmSize`) in bytes.
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS`, `VmSize`) in bytes.
 pub fn status_bytes(status: &str, field: &str) -> Option<u64> {
     status.lines().find_map(|l| {
         let rest = l.strip_prefix(field)?.strip_prefix(':')?;
@@ -63,7 +63,7 @@ pub fn status_bytes(status: &str, field: &str) -> Option<u64> {
     })
 }
 
-/// The soft limit of open files from /proc/<pid>/limits; `None` when
+/// The soft limit of open files from `/proc/<pid>/limits`; `None` when
 /// unlimited or unreadable.
 pub fn parse_max_fds(limits: &str) -> Option<u64> {
     let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
