@@ -2,8 +2,12 @@
 //!   1. one manifest written → its container running, vs RunPodSandbox +
 //!      CreateContainer + StartContainer done directly (ratio of medians);
 //!   2. 50 manifests written at once → all running, vs the raw sequence for
-//!      50 pods run 4-wide;
+//!      50 pods run W-wide (CRILET_BENCH_WIDTH, default 4: bench.sh passes
+//!      the best width of `cri_sequence`'s sweep), alternating, 5 runs of
+//!      each (CRILET_BENCH_RUNS), ratio of the medians;
 //!   3. crilet's RSS and CPU while it holds those 50 pods idle for 30 s.
+//!
+//! CRILET_BENCH_AGENT_ARGS adds flags to `crilet run` (space-separated).
 //!
 //! Prints the figures; asserts nothing (the machines are shared and noisy).
 //!
@@ -56,14 +60,16 @@ async fn running(rt: &dyn Runtime, names: &[String]) -> usize {
         .count()
 }
 
-async fn wait_until(rt: &dyn Runtime, names: &[String], want: usize) -> Duration {
+/// Polls every `every`: often for one pod, less for many, whose
+/// ListContainers replies are long and would slow the runtime under test.
+async fn wait_until(rt: &dyn Runtime, names: &[String], want: usize, every: Duration) -> Duration {
     let start = Instant::now();
     while running(rt, names).await != want {
         assert!(
             start.elapsed() < Duration::from_secs(300),
             "pods never reached {want} running"
         );
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        tokio::time::sleep(every).await;
     }
     start.elapsed()
 }
@@ -92,7 +98,7 @@ struct Agent {
 }
 
 impl Agent {
-    fn start(bin: &Path, endpoint: &str, manifests: &Path, root: &Path) -> Self {
+    fn start(bin: &Path, endpoint: &str, manifests: &Path, root: &Path, extra: &[String]) -> Self {
         let child = Command::new(bin)
             .args([
                 "run",
@@ -113,6 +119,7 @@ impl Agent {
             .arg(root)
             .arg("--socket")
             .arg(root.join("crilet.sock"))
+            .args(extra)
             .env("CRILET_LOG", "warn")
             .stdout(Stdio::null())
             .spawn()
@@ -154,6 +161,14 @@ async fn main() {
     let n: usize = env_or("CRILET_BENCH_ITERATIONS", 10);
     let pods: usize = env_or("CRILET_BENCH_PODS", 50);
     let idle: u64 = env_or("CRILET_BENCH_IDLE_SECS", 30);
+    let width: usize = env_or("CRILET_BENCH_WIDTH", 4).max(1);
+    let runs: usize = env_or("CRILET_BENCH_RUNS", 5).max(1);
+    // More `crilet run` flags, split on spaces (CRILET_BENCH_AGENT_ARGS).
+    let extra: Vec<String> = std::env::var("CRILET_BENCH_AGENT_ARGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(String::from)
+        .collect();
     let rt: Arc<dyn Runtime> =
         Arc::new(CriRuntime::connect_lazy(&endpoint, RuntimeOptions::default()).unwrap());
     rt.version().await.unwrap();
@@ -172,54 +187,87 @@ async fn main() {
         raw_remove(rt.as_ref(), &id, &sb.cgroup_parent).await;
     }
 
-    // --- 2a. raw: `pods` pods, 4 at a time (before crilet starts: an agent
-    // removes kubelet-labelled pods that no manifest wants)
-    let t = Instant::now();
-    let sem = Arc::new(tokio::sync::Semaphore::new(4));
-    let mut tasks = Vec::new();
-    for i in 0..pods {
-        let (rt, sem) = (rt.clone(), sem.clone());
-        let (sb, c) = pod(20_000 + i, scratch.path());
-        tasks.push(tokio::spawn(async move {
-            let _permit = sem.acquire().await.unwrap();
-            (raw_start(rt.as_ref(), &sb, &c).await, sb.cgroup_parent)
-        }));
-    }
-    let mut started = Vec::new();
-    for task in tasks {
-        started.push(task.await.unwrap());
-    }
-    let raw_many = t.elapsed();
-    for (id, cg) in started {
-        raw_remove(rt.as_ref(), &id, &cg).await;
+    // --- 2. `pods` pods: the raw sequence `width` at a time, then crilet
+    // with all manifests written at once, alternating `runs` times. crilet
+    // runs only for its half (an agent removes kubelet-labelled pods that
+    // no manifest wants), started 2 s before the manifests are written.
+    let manifests = scratch.path().join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let names: Vec<String> = (0..pods).map(|i| format!("many-{i}")).collect();
+    let (mut raw_many, mut agent_many) = (Vec::new(), Vec::new());
+    for run in 0..runs {
+        let t = Instant::now();
+        let sem = Arc::new(tokio::sync::Semaphore::new(width));
+        let mut tasks = Vec::new();
+        for i in 0..pods {
+            let (rt, sem) = (rt.clone(), sem.clone());
+            let (sb, c) = pod(20_000 + 1_000 * run + i, scratch.path());
+            tasks.push(tokio::spawn(async move {
+                let _permit = sem.acquire().await.unwrap();
+                (raw_start(rt.as_ref(), &sb, &c).await, sb.cgroup_parent)
+            }));
+        }
+        let mut started = Vec::new();
+        for task in tasks {
+            started.push(task.await.unwrap());
+        }
+        raw_many.push(t.elapsed());
+        for (id, cg) in started {
+            raw_remove(rt.as_ref(), &id, &cg).await;
+        }
+
+        let agent = Agent::start(
+            &bin,
+            &endpoint,
+            &manifests,
+            &scratch.path().join("root"),
+            &extra,
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await; // started, first SET sent
+        let t = Instant::now();
+        for name in &names {
+            write(&manifests, name);
+        }
+        wait_until(rt.as_ref(), &names, pods, Duration::from_millis(25)).await;
+        agent_many.push(t.elapsed());
+        for name in &names {
+            std::fs::remove_file(manifests.join(format!("{name}.yaml"))).unwrap();
+        }
+        wait_empty(rt.as_ref()).await;
+        drop(agent);
     }
 
     // --- 1b. crilet: one manifest at a time
-    let manifests = scratch.path().join("manifests");
-    std::fs::create_dir_all(&manifests).unwrap();
-    let agent = Agent::start(&bin, &endpoint, &manifests, &scratch.path().join("root"));
+    let agent = Agent::start(
+        &bin,
+        &endpoint,
+        &manifests,
+        &scratch.path().join("root"),
+        &extra,
+    );
     tokio::time::sleep(Duration::from_secs(2)).await; // started, first SET sent
     let mut via_agent = Vec::new();
     for i in 0..n {
         let name = format!("one-{i}");
         let t = Instant::now();
         write(&manifests, &name);
-        wait_until(rt.as_ref(), std::slice::from_ref(&name), 1).await;
+        wait_until(
+            rt.as_ref(),
+            std::slice::from_ref(&name),
+            1,
+            Duration::from_millis(5),
+        )
+        .await;
         via_agent.push(t.elapsed());
         std::fs::remove_file(manifests.join(format!("{name}.yaml"))).unwrap();
         wait_empty(rt.as_ref()).await;
     }
 
-    // --- 2b. crilet: `pods` manifests at once
-    let names: Vec<String> = (0..pods).map(|i| format!("many-{i}")).collect();
-    let t = Instant::now();
+    // --- 3. idle with `pods` pods
     for name in &names {
         write(&manifests, name);
     }
-    wait_until(rt.as_ref(), &names, pods).await;
-    let agent_many = t.elapsed();
-
-    // --- 3. idle with `pods` pods
+    wait_until(rt.as_ref(), &names, pods, Duration::from_millis(25)).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let ticks0 = agent.cpu_ticks();
     let t0 = Instant::now();
@@ -245,12 +293,22 @@ async fn main() {
     println!("   raw CRI sequence   min {rmin:7.1} ms  median {rmed:7.1} ms  max {rmax:7.1} ms");
     println!("   crilet             min {amin:7.1} ms  median {amed:7.1} ms  max {amax:7.1} ms");
     println!("   ratio of medians   {:.2}", amed / rmed);
-    println!("2. {pods} pods");
-    println!("   raw CRI, 4-wide    {:7.1} ms", common::ms(raw_many));
-    println!("   crilet, all at once {:6.1} ms", common::ms(agent_many));
+    let (wmin, wmed, wmax) = summary(&raw_many);
+    let (cmin, cmed, cmax) = summary(&agent_many);
+    println!("2. {pods} pods, {runs} alternating runs");
     println!(
-        "   ratio              {:.2}",
-        agent_many.as_secs_f64() / raw_many.as_secs_f64()
+        "   raw CRI, {width:>2}-wide   min {wmin:7.1} ms  median {wmed:7.1} ms  max {wmax:7.1} ms"
+    );
+    println!("   crilet, at once    min {cmin:7.1} ms  median {cmed:7.1} ms  max {cmax:7.1} ms");
+    println!(
+        "   ratio of medians   {:.2}  (goal <= 1.05; per run {})",
+        cmed / wmed,
+        raw_many
+            .iter()
+            .zip(&agent_many)
+            .map(|(r, a)| format!("{:.2}", a.as_secs_f64() / r.as_secs_f64()))
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     println!("3. crilet holding {pods} pods idle for {idle} s");
     println!("   max RSS            {:.1} MiB", rss_max as f64 / 1024.0);

@@ -3,6 +3,13 @@
 //! StopPodSandbox and RemovePodSandbox, N times. Prints min, median and max
 //! per step. This is the floor the agent's own pod start is compared with.
 //!
+//! Then the width sweep: CRILET_BENCH_PODS (50) pods started with the same
+//! sequence, at most W at a time, for each W of CRILET_BENCH_WIDTHS
+//! (default 1 to 16), timed from the first RunPodSandbox to the last
+//! StartContainer; the pods are removed (untimed) between widths. Prints
+//! the time per width and the best width (`best width W`), which
+//! `agent_start` compares crilet with.
+//!
 //! Needs a runtime: `bash scripts/bench.sh` starts the private containerd
 //! and runs this with CRILET_BENCH_ENDPOINT set. CRILET_BENCH_ITERATIONS
 //! sets N (default 20).
@@ -12,9 +19,10 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{ms, pod};
+use common::{env_or, ms, pod, raw_remove, raw_start};
 use crilet::agent::cgroup::{CGROUP_ROOT, remove_pod_cgroup};
 use crilet::cri::*;
+use futures::StreamExt;
 
 const STEPS: [&str; 5] = [
     "RunPodSandbox",
@@ -86,5 +94,41 @@ async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
             ms(v[v.len() - 1])
         );
     }
+    sweep(&rt, log_dir.path()).await;
     Ok(())
+}
+
+/// `pods` pods at most `width` at a time, for each width; prints the times.
+async fn sweep(rt: &CriRuntime, log_dir: &Path) {
+    let pods: usize = env_or("CRILET_BENCH_PODS", 50);
+    let widths: Vec<usize> = std::env::var("CRILET_BENCH_WIDTHS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|w| w.trim().parse().ok()).collect())
+        .unwrap_or_else(|| (1..=16).collect());
+    println!(
+        "{pods} pods started at most W at a time (RunPodSandbox + CreateContainer + StartContainer)"
+    );
+    let mut best: Option<(usize, Duration)> = None;
+    for (round, &width) in widths.iter().enumerate() {
+        let configs: Vec<_> = (0..pods)
+            .map(|i| pod(100_000 * (round + 1) + i, log_dir))
+            .collect();
+        let t = Instant::now();
+        let started: Vec<(String, String)> = futures::stream::iter(&configs)
+            .map(|(sb, c)| async move { (raw_start(rt, sb, c).await, sb.cgroup_parent.clone()) })
+            .buffer_unordered(width.max(1))
+            .collect()
+            .await;
+        let took = t.elapsed();
+        println!("width {width:>2}  {:8.1} ms", ms(took));
+        if best.is_none_or(|(_, b)| took < b) {
+            best = Some((width, took));
+        }
+        futures::stream::iter(&started)
+            .for_each_concurrent(8, |(id, cg)| raw_remove(rt, id, cg))
+            .await;
+    }
+    if let Some((width, took)) = best {
+        println!("best width {width} ({:.1} ms for {pods} pods)", ms(took));
+    }
 }

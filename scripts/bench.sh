@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Benchmarks against a private containerd (one run, same containerd):
 #   binary        the release binary's size and shared libraries;
-#   cri_sequence  min/median/max of each raw CRI step for a one-container pod;
-#   agent_start   crilet vs the raw sequence (one pod; 50 pods), and crilet's
-#                 RSS and CPU while holding 50 pods idle;
+#   cri_sequence  min/median/max of each raw CRI step for a one-container pod,
+#                 then 50 pods at widths 1-16 and the best width;
+#   agent_start   crilet vs the raw sequence (one pod; 50 pods, against the
+#                 raw sequence at cri_sequence's best width, 5 alternating
+#                 runs), and crilet's RSS and CPU while holding 50 pods idle;
+#   footprint     (per runtime, below) spawn -> first CRI call (20 runs);
+#                 RSS and VmHWM through the start of 100 pods and idle, idle
+#                 CPU; `crilet pods` wall time (20 runs) (CRILET_BENCH_PODS,
+#                 CRILET_BENCH_IDLE_SECS);
 #   mirror_start  manifest written -> mirror pod Running on the API double;
 #   stats_api     GetPodStats p50/p99 and req/s (4 clients, unix socket) and
 #                 /stats/summary latency with 100 pods sampled, beside one
@@ -49,7 +55,12 @@ export CRILET_BENCH_ENDPOINT="unix://$SOCK" CRILET_BIN="${CARGO_TARGET_DIR:-$ROO
 # the goal of issue 16 (15 MiB) and the shared libraries it needs.
 echo "== binary: $(stat -c %s "$CRILET_BIN") bytes ($(awk "BEGIN{printf \"%.1f\", $(stat -c %s "$CRILET_BIN")/1048576}") MiB; goal <= 15 MiB), needs: $(ldd "$CRILET_BIN" | awk '{print $1}' | tr '\n' ' ')"
 if [ -z "${CRILET_BENCH_RUNTIMES_ONLY:-}" ]; then
-  CRILET_BENCH_ITERATIONS="${1:-20}" cargo bench --quiet --bench cri_sequence
+  SEQ_OUT=$(mktemp /tmp/crilet-bench-seq.XXXX)
+  CRILET_BENCH_ITERATIONS="${1:-20}" cargo bench --quiet --bench cri_sequence | tee "$SEQ_OUT"
+  # agent_start compares crilet with the raw sequence at its best width.
+  export CRILET_BENCH_WIDTH
+  CRILET_BENCH_WIDTH=$(awk '/^best width/{print $3}' "$SEQ_OUT")
+  CRILET_BENCH_WIDTH=${CRILET_BENCH_WIDTH:-4}
   CRILET_BENCH_ITERATIONS="${1:-10}" cargo bench --quiet --bench agent_start
   cargo bench --quiet --bench mirror_start
   cargo bench --quiet --bench stats_api
@@ -58,11 +69,12 @@ if [ -z "${CRILET_BENCH_RUNTIMES_ONLY:-}" ]; then
   cargo bench --quiet --bench probes
 fi
 
-# agent_start, stats_api and events on each runtime, then one table of them.
+# agent_start, footprint, stats_api and events on each runtime, then one table of them.
 OUT=$(mktemp -d /tmp/crilet-bench-out.XXXX)
 per_runtime() { # KIND SOCKET
   CRILET_BENCH_ENDPOINT="unix://$2" CRILET_BENCH_ITERATIONS="${ITER:-10}" \
     cargo bench --quiet --bench agent_start | tee "$OUT/$1.agent_start"
+  CRILET_BENCH_ENDPOINT="unix://$2" cargo bench --quiet --bench footprint | tee "$OUT/$1.footprint"
   CRILET_BENCH_ENDPOINT="unix://$2" cargo bench --quiet --bench stats_api | tee "$OUT/$1.stats_api"
   CRILET_BENCH_ENDPOINT="unix://$2" cargo bench --quiet --bench events | tee "$OUT/$1.events"
 }
@@ -85,6 +97,12 @@ for kind in containerd1 containerd2 crio; do
   echo "-- $kind"
   echo "   agent_start  one pod: $(pick "$OUT/$kind.agent_start" 'ratio of medians')"
   echo "   agent_start  50 pods idle: $(pick "$OUT/$kind.agent_start" 'CPU  ')"
+  echo "   agent_start  50 pods: $(pick "$OUT/$kind.agent_start" 'ratio of medians   [0-9.]*  (goal')"
+  echo "   footprint    $(pick "$OUT/$kind.footprint" 'first CRI call')"
+  echo "   footprint    $(pick "$OUT/$kind.footprint" 'start-up  ')"
+  echo "   footprint    $(pick "$OUT/$kind.footprint" 'RSS idle  ')"
+  echo "   footprint    $(pick "$OUT/$kind.footprint" 'idle CPU')"
+  echo "   footprint    crilet pods $(pick "$OUT/$kind.footprint" 'wall  ')"
   echo "   stats_api    $(pick "$OUT/$kind.stats_api" 'GetPodStats')"
   echo "   stats_api    $(pick "$OUT/$kind.stats_api" '/stats/summary')"
   awk '/^ *(events|relist) *\(/{m=$1} /exit -> restart started/{sub(/^ */,""); print "   events       " m ": " $0}' "$OUT/$kind.events"

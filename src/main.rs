@@ -513,10 +513,7 @@ fn main() -> ExitCode {
         _ => (LogFormat::Text, "warn"),
     };
     init_logging(log_format, level);
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match crilet::agent::process::runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("crilet: error: starting the async runtime: {e}");

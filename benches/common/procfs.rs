@@ -45,6 +45,17 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// A `kB` field of /proc/<pid>/status (VmRSS, VmHWM, RssAnon, RssFile...),
+/// or the plain number of another (Threads).
+pub fn status_field(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
 pub fn comm(pid: u32) -> Option<String> {
     Some(
         std::fs::read_to_string(format!("/proc/{pid}/comm"))

@@ -25,6 +25,7 @@ pub mod observe;
 pub mod orphan_dirs;
 mod pleg;
 pub mod prober;
+pub mod process;
 pub mod sd_notify;
 pub mod termination;
 pub mod url_source;
@@ -115,6 +116,7 @@ impl Agent {
             );
         }
         drop(sets_tx);
+        tokio::spawn(process::trim_heap_periodically(cancel.clone()));
         let statuses = self.statuses.clone();
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         let (status_tx, status_rx) = watch::channel(());
@@ -135,6 +137,7 @@ impl Agent {
                 clock: Arc::new(prober::clock::SystemClock),
             }),
             hooks: handlers,
+            image_pulls: Default::default(),
         });
         // Until the sync loop publishes, readers (the mirror manager, the
         // container GC) see every source unseen and delete nothing.

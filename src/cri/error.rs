@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-#[derive(Debug, thiserror::Error)]
+/// Clone: one pull's error is handed to every pod worker that waited on it.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum RuntimeError {
     /// The endpoint string itself is unusable; nothing was dialled.
     #[error("container runtime endpoint {endpoint:?}: {reason}")]

@@ -77,6 +77,8 @@ pub struct WorkerContext {
     pub prober: Arc<ProberContext>,
     /// Runs postStart and preStop hooks.
     pub hooks: Arc<dyn HookRunner>,
+    /// Image pulls in the air: workers needing the same image share one.
+    pub image_pulls: crate::images::pulls::PullFlights,
 }
 
 /// The sync loop's handle on a worker.

@@ -209,7 +209,16 @@ impl Worker {
                 ));
             }
         }
-        match rt.pull_image(&image, None, Some(sandbox)).await {
+        // One pull per image: the workers of other pods that need it while
+        // it runs wait for this one. The leader's sandbox config goes with
+        // it; static pods pull without credentials and all run on the
+        // default runtime handler, so the pull would be the same for them.
+        let pulled = self
+            .ctx
+            .image_pulls
+            .pull(&image, || rt.pull_image(&image, None, Some(sandbox)))
+            .await;
+        match pulled {
             Ok(image_ref) => {
                 tracing::info!(image, image_ref, "pulled image");
                 self.pull_failures.remove(&container.name);

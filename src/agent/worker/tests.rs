@@ -68,6 +68,7 @@ pub(crate) fn test_context(
             clock: Arc::new(TokioClock::new(jiff::Timestamp::now())),
         }),
         hooks: handlers,
+        image_pulls: Default::default(),
     }
 }
 
