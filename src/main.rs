@@ -149,7 +149,13 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     let cancel = tokio_util::sync::CancellationToken::new();
     let systemd = crilet::agent::sd_notify::Notifier::from_env();
     spawn_signal_handler(cancel.clone(), systemd.clone());
-    let runtime = Arc::new(runtime) as Arc<dyn Runtime>;
+    let mut runtime = Arc::new(runtime) as Arc<dyn Runtime>;
+    if settings.max_parallel_runtime_mutations > 0 {
+        runtime = Arc::new(crilet::cri::BoundedRuntime::new(
+            runtime,
+            settings.max_parallel_runtime_mutations,
+        ));
+    }
     // The API answers from the start, even while the runtime is down: the
     // agent's view and the samples fill in once it is up.
     let (view_tx, view_rx) = tokio::sync::watch::channel(Arc::new(AgentView::default()));

@@ -5,8 +5,10 @@
 //! CRI protobuf messages; it imports nothing else from the crate. Changes
 //! here follow the wire or a runtime, never kubelet behaviour.
 //! Implementations: `CriRuntime` (real, over a unix socket) and
-//! `FakeRuntime` (in memory, records calls, for unit tests).
+//! `FakeRuntime` (in memory, records calls, for unit tests); `BoundedRuntime`
+//! wraps either and bounds how many mutating calls run at once.
 
+mod bounded;
 pub mod client;
 mod convert;
 pub mod endpoint;
@@ -14,6 +16,7 @@ mod error;
 pub mod fake;
 pub mod types;
 
+pub use bounded::BoundedRuntime;
 pub use client::{CriRuntime, RuntimeOptions};
 pub use endpoint::{DEFAULT_ENDPOINT, Endpoint};
 pub use error::RuntimeError;

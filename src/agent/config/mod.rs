@@ -76,6 +76,12 @@ pub struct RunArgs {
     /// Deadline of each CRI call (image pulls get longer).
     #[arg(long, value_parser = parse_duration)]
     pub runtime_request_timeout: Option<Duration>,
+    /// At most this many CRI calls that change sandboxes and containers
+    /// (RunPodSandbox, CreateContainer, StartContainer, StopPodSandbox,
+    /// RemoveContainer, RemovePodSandbox) at once; 0 is no bound. A burst
+    /// of pod starts finishes sooner when the runtime gets a few at a time.
+    #[arg(long, value_name = "N")]
+    pub max_parallel_runtime_mutations: Option<usize>,
     /// The node name (default: the hostname, lowercased).
     #[arg(long)]
     pub hostname_override: Option<String>,
@@ -187,6 +193,8 @@ pub struct ConfigFile {
     pub http_check_frequency: Option<String>,
     pub container_runtime_endpoint: Option<String>,
     pub runtime_request_timeout: Option<String>,
+    /// crilet's own field (no KubeletConfiguration has it), as the flag.
+    pub max_parallel_runtime_mutations: Option<usize>,
     pub cgroup_root: Option<String>,
     /// `cgroupfs` or `systemd`; checked when resolved, naming the field.
     pub cgroup_driver: Option<String>,
@@ -224,6 +232,8 @@ pub struct Settings {
     pub manifest_trust: crate::config::trust::ManifestTrust,
     pub container_runtime_endpoint: String,
     pub runtime_request_timeout: Duration,
+    /// 0: unbounded.
+    pub max_parallel_runtime_mutations: usize,
     pub hostname_override: Option<String>,
     pub node_ip: Option<String>,
     pub root_dir: PathBuf,
@@ -317,6 +327,7 @@ pub fn resolve(args: &RunArgs, file: &ConfigFile, origin: &str) -> Result<Settin
         manifest_trust: args.manifest_trust.unwrap_or_default(),
         container_runtime_endpoint: runtime.container_runtime_endpoint,
         runtime_request_timeout: runtime.runtime_request_timeout,
+        max_parallel_runtime_mutations: runtime.max_parallel_runtime_mutations,
         hostname_override: args.hostname_override.clone(),
         node_ip: args.node_ip.clone(),
         root_dir: args

@@ -85,6 +85,30 @@ fn missing_file_is_an_error_naming_it() {
 }
 
 #[test]
+fn max_parallel_runtime_mutations_is_flag_over_file_over_the_measured_default() {
+    let s = resolve(&RunArgs::default(), &ConfigFile::default(), "").unwrap();
+    assert_eq!(
+        s.max_parallel_runtime_mutations,
+        runtime::DEFAULT_MAX_PARALLEL_RUNTIME_MUTATIONS
+    );
+    let f = parse_config_file("k.yaml", "maxParallelRuntimeMutations: 2\n").unwrap();
+    let s = resolve(&RunArgs::default(), &f, "k.yaml").unwrap();
+    assert_eq!(s.max_parallel_runtime_mutations, 2);
+    let args = RunArgs {
+        max_parallel_runtime_mutations: Some(0),
+        ..Default::default()
+    };
+    assert_eq!(
+        resolve(&args, &f, "k.yaml")
+            .unwrap()
+            .max_parallel_runtime_mutations,
+        0
+    );
+    let bad = parse_config_file("k.yaml", "maxParallelRuntimeMutations: -1\n").unwrap_err();
+    assert!(bad.to_string().contains("k.yaml"), "{bad}");
+}
+
+#[test]
 fn cgroup_driver_is_flag_over_file_over_cgroupfs() {
     use crate::cri::CgroupDriver;
     let s = resolve(&RunArgs::default(), &ConfigFile::default(), "").unwrap();
