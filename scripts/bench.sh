@@ -29,6 +29,9 @@
 # Then agent_start, stats_api and events again on containerd 2.1 and CRI-O
 # 1.32 (scripts/runtime.sh), and one table of the three runtimes' figures
 # (CRILET_BENCH_RUNTIMES_ONLY=1 runs only this part).
+# CRILET_BENCH_ONLY="cri_sequence agent_start footprint" runs only the named
+# benches (the binary line always prints), e.g. issue 16's figures alone;
+# CRILET_BENCH_KINDS="crio" only those runtimes in the per-runtime part.
 # Usage: scripts/bench.sh [ITERATIONS]   (default 20 for cri_sequence, 10 for agent_start)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -48,39 +51,56 @@ cleanup() {
   exit $rc
 }
 trap cleanup EXIT
+want() { # BENCH -> whether CRILET_BENCH_ONLY (empty: all) names it
+  [ -z "${CRILET_BENCH_ONLY:-}" ] || [[ " ${CRILET_BENCH_ONLY//,/ } " == *" $1 "* ]]
+}
+bench() { # BENCH -> cargo bench of it, when wanted
+  if want "$1"; then cargo bench --quiet --bench "$1"; fi
+}
 SOCK=$(bash "$ROOT/scripts/containerd-up.sh" "$STATE")
 cargo build --release --quiet
 export CRILET_BENCH_ENDPOINT="unix://$SOCK" CRILET_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/crilet"
 # The shipped binary (the release profile in Cargo.toml): its size against
 # the goal of issue 16 (15 MiB) and the shared libraries it needs.
 echo "== binary: $(stat -c %s "$CRILET_BIN") bytes ($(awk "BEGIN{printf \"%.1f\", $(stat -c %s "$CRILET_BIN")/1048576}") MiB; goal <= 15 MiB), needs: $(ldd "$CRILET_BIN" | awk '{print $1}' | tr '\n' ' ')"
+OUT=$(mktemp -d /tmp/crilet-bench-out.XXXX)
 if [ -z "${CRILET_BENCH_RUNTIMES_ONLY:-}" ]; then
-  SEQ_OUT=$(mktemp /tmp/crilet-bench-seq.XXXX)
-  CRILET_BENCH_ITERATIONS="${1:-20}" cargo bench --quiet --bench cri_sequence | tee "$SEQ_OUT"
+  SEQ_OUT=$OUT/containerd1.cri_sequence
+  CRILET_BENCH_ITERATIONS="${1:-20}" bench cri_sequence | tee "$SEQ_OUT"
   # agent_start compares crilet with the raw sequence at its best width.
   export CRILET_BENCH_WIDTH
   CRILET_BENCH_WIDTH=$(awk '/^best width/{print $3}' "$SEQ_OUT")
   CRILET_BENCH_WIDTH=${CRILET_BENCH_WIDTH:-4}
-  CRILET_BENCH_ITERATIONS="${1:-10}" cargo bench --quiet --bench agent_start
-  cargo bench --quiet --bench mirror_start
-  cargo bench --quiet --bench stats_api
-  cargo bench --quiet --bench gc_select
-  cargo bench --quiet --bench logs
-  cargo bench --quiet --bench probes
+  echo "== the raw sequence's width for agent_start: $CRILET_BENCH_WIDTH"
+  CRILET_BENCH_ITERATIONS="${1:-10}" bench agent_start
+  bench mirror_start
+  bench stats_api
+  bench gc_select
+  bench logs
+  bench probes
 fi
 
 # agent_start, footprint, stats_api and events on each runtime, then one table of them.
-OUT=$(mktemp -d /tmp/crilet-bench-out.XXXX)
 per_runtime() { # KIND SOCKET
-  CRILET_BENCH_ENDPOINT="unix://$2" CRILET_BENCH_ITERATIONS="${ITER:-10}" \
-    cargo bench --quiet --bench agent_start | tee "$OUT/$1.agent_start"
-  CRILET_BENCH_ENDPOINT="unix://$2" cargo bench --quiet --bench footprint | tee "$OUT/$1.footprint"
-  CRILET_BENCH_ENDPOINT="unix://$2" cargo bench --quiet --bench stats_api | tee "$OUT/$1.stats_api"
-  CRILET_BENCH_ENDPOINT="unix://$2" cargo bench --quiet --bench events | tee "$OUT/$1.events"
+  local b width=${CRILET_BENCH_WIDTH:-}
+  # agent_start's 50 pods race the raw sequence at its best width on this
+  # runtime: sweep it here unless the first part did so on this one.
+  if [ "$1" != containerd1 ] || [ -z "$width" ]; then
+    CRILET_BENCH_ENDPOINT="unix://$2" CRILET_BENCH_ITERATIONS="${ITER:-10}" bench cri_sequence | tee "$OUT/$1.cri_sequence"
+    width=$(awk '/^best width/{print $3}' "$OUT/$1.cri_sequence")
+    width=${width:-${CRILET_BENCH_WIDTH:-4}}
+  fi
+  for b in agent_start footprint stats_api events; do
+    CRILET_BENCH_WIDTH=$width \
+    CRILET_BENCH_ENDPOINT="unix://$2" CRILET_BENCH_ITERATIONS="${ITER:-10}" bench $b | tee "$OUT/$1.$b"
+  done
 }
 ITER=${1:-10}
-per_runtime containerd1 "$SOCK"
+# CRILET_BENCH_KINDS="containerd1 containerd2 crio" (the default) picks the runtimes.
+kind_wanted() { [[ " ${CRILET_BENCH_KINDS:-containerd1 containerd2 crio} " == *" $1 "* ]]; }
+if kind_wanted containerd1; then per_runtime containerd1 "$SOCK"; fi
 for kind in containerd2 crio; do
+  kind_wanted "$kind" || continue
   dir=/tmp/crilet-bench-$kind
   LAB_UP+=("$kind $dir")
   sock=$(CTRLAB_BRIDGE=criletbench${#LAB_UP[@]} CTRLAB_POD_CIDR=10.$((120 + ${#LAB_UP[@]})).0.0/16 \
@@ -94,11 +114,13 @@ pick() { # FILE PATTERN -> the first matching line, squeezed
 echo
 echo "== agent_start, stats_api and events per runtime (one run, same machine) =="
 for kind in containerd1 containerd2 crio; do
+  kind_wanted "$kind" || continue
   echo "-- $kind"
+  echo "   cri_sequence $(pick "$OUT/$kind.cri_sequence" 'best width')"
   echo "   agent_start  one pod: $(pick "$OUT/$kind.agent_start" 'ratio of medians')"
   echo "   agent_start  50 pods idle: $(pick "$OUT/$kind.agent_start" 'CPU  ')"
   echo "   agent_start  50 pods: $(pick "$OUT/$kind.agent_start" 'ratio of medians   [0-9.]*  (goal')"
-  echo "   footprint    $(pick "$OUT/$kind.footprint" 'first CRI call')"
+  echo "   footprint    $(pick "$OUT/$kind.footprint" 'first CRI call  ')"
   echo "   footprint    $(pick "$OUT/$kind.footprint" 'start-up  ')"
   echo "   footprint    $(pick "$OUT/$kind.footprint" 'RSS idle  ')"
   echo "   footprint    $(pick "$OUT/$kind.footprint" 'idle CPU')"
