@@ -4,6 +4,7 @@
 
 pub mod client;
 pub mod decide;
+pub mod eviction;
 pub mod fake;
 pub mod manager;
 pub mod node;
