@@ -2,6 +2,7 @@
 //! to create and delete (pure); the driver does it through `MirrorClient`.
 //! May import `pod`, `cri` and `units`; never `agent`, `stats` or `cli`.
 
+pub mod allocatable;
 pub mod client;
 pub mod decide;
 pub mod eviction;
