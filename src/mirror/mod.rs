@@ -9,3 +9,4 @@ pub mod eviction;
 pub mod fake;
 pub mod manager;
 pub mod node;
+pub mod pressure;
