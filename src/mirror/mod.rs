@@ -1,5 +1,8 @@
 //! Mirror pods: the API server's copies of static pods. `decide` says what
 //! to create and delete (pure); the driver does it through `MirrorClient`.
+//! The Node's status parts are pure too: `allocatable` (reservations,
+//! capacity, allocatable), `eviction` (hard thresholds) and `pressure` (the
+//! pressure conditions).
 //! May import `pod`, `cri` and `units`; never `agent`, `stats` or `cli`.
 
 pub mod allocatable;
