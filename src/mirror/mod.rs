@@ -1,9 +1,15 @@
 //! Mirror pods: the API server's copies of static pods. `decide` says what
 //! to create and delete (pure); the driver does it through `MirrorClient`.
+//! The Node's status parts are pure too: `allocatable` (reservations,
+//! capacity, allocatable), `eviction` (hard thresholds) and `pressure` (the
+//! pressure conditions).
 //! May import `pod`, `cri` and `units`; never `agent`, `stats` or `cli`.
 
+pub mod allocatable;
 pub mod client;
 pub mod decide;
+pub mod eviction;
 pub mod fake;
 pub mod manager;
 pub mod node;
+pub mod pressure;

@@ -3,6 +3,12 @@
 //! Invariant: parsing never panics; every input gives a [`Quantity`] or a
 //! reason. Conversions round up away from zero, as `Quantity.Value()` and
 //! `Quantity.MilliValue()` do in Kubernetes, so "0.1m" of CPU is 1 millicore.
+//!
+//! [`format_value`] and [`format_milli_value`] print whole and milli amounts
+//! as apimachinery's `Quantity.String()` prints `NewQuantity` and
+//! `NewMilliQuantity` (staging/src/k8s.io/apimachinery/pkg/api/resource:
+//! `CanonicalizeBytes`, `AsCanonicalBytes`, `AsCanonicalBase1024Bytes`), so a
+//! node's capacity reads as the kubelet's does: `2`, `24605048Ki`, `1500m`.
 
 /// A parsed quantity: `±significand × 10^exp10 × 2^exp2`, without rounding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,6 +155,78 @@ impl Quantity {
     }
 }
 
+/// How a quantity prints, as apimachinery's `resource.Format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Powers of ten: `m`, `k`, `M`, `G` (cpu, pods).
+    DecimalSi,
+    /// Powers of 1024: `Ki`, `Mi`, `Gi` (memory, storage, hugepages).
+    BinarySi,
+}
+
+/// `resource.NewQuantity(value, format).String()`.
+///
+/// A binary amount under 1024 in magnitude prints in decimal, as Go does
+/// ("to avoid confusion"): 1000 bytes is `1k`, 2000 bytes is `2000`.
+pub fn format_value(value: i64, format: Format) -> String {
+    match format {
+        Format::BinarySi if value.unsigned_abs() >= 1024 => format_binary(value),
+        _ => format_decimal(i128::from(value), 0),
+    }
+}
+
+/// `resource.NewMilliQuantity(milli, format).String()`: `2000` is `2`,
+/// `1500` is `1500m`. A binary amount that is not whole prints in decimal.
+pub fn format_milli_value(milli: i64, format: Format) -> String {
+    if format == Format::BinarySi && milli % 1000 == 0 {
+        return format_value(milli / 1000, format);
+    }
+    format_decimal(i128::from(milli), -3)
+}
+
+/// `mantissa × 10^exp10` with the exponent lowered to a multiple of three
+/// and its SI suffix (`AsCanonicalBytes` + `constructBytes`).
+fn format_decimal(mantissa: i128, exp10: i32) -> String {
+    if mantissa == 0 {
+        return "0".into();
+    }
+    let (mut m, mut e) = (mantissa, exp10);
+    while m % 10 == 0 {
+        m /= 10;
+        e += 1;
+    }
+    let down = e.rem_euclid(3);
+    m *= 10i128.pow(down as u32);
+    e -= down;
+    let suffix = match e {
+        -9 => "n".to_string(),
+        -6 => "u".into(),
+        -3 => "m".into(),
+        0 => String::new(),
+        3 => "k".into(),
+        6 => "M".into(),
+        9 => "G".into(),
+        12 => "T".into(),
+        15 => "P".into(),
+        18 => "E".into(),
+        other => format!("e{other}"),
+    };
+    format!("{m}{suffix}")
+}
+
+/// Whole bytes with every factor of 1024 moved into the suffix
+/// (`AsCanonicalBase1024Bytes`).
+fn format_binary(value: i64) -> String {
+    const SUFFIXES: [&str; 7] = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+    let mut m = i128::from(value);
+    let mut exponent = 0;
+    while m % 1024 == 0 && exponent < SUFFIXES.len() - 1 {
+        m /= 1024;
+        exponent += 1;
+    }
+    format!("{m}{}", SUFFIXES[exponent])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,6 +316,51 @@ mod tests {
         }
     }
 
+    #[test]
+    fn formats_as_apimachinery_prints() {
+        let rows: &[(i64, Format, &str)] = &[
+            (0, Format::BinarySi, "0"),
+            (0, Format::DecimalSi, "0"),
+            (110, Format::DecimalSi, "110"),
+            (1000, Format::DecimalSi, "1k"),
+            (1500, Format::DecimalSi, "1500"),
+            (25_000, Format::DecimalSi, "25k"),
+            (1000, Format::BinarySi, "1k"),
+            (1023, Format::BinarySi, "1023"),
+            (1024, Format::BinarySi, "1Ki"),
+            (2000, Format::BinarySi, "2000"),
+            (25_195_569_152, Format::BinarySi, "24605048Ki"),
+            (104_857_600, Format::BinarySi, "100Mi"),
+            (2_097_152, Format::BinarySi, "2Mi"),
+            (1 << 30, Format::BinarySi, "1Gi"),
+            (94_580_335_255, Format::BinarySi, "94580335255"),
+            (-2048, Format::BinarySi, "-2Ki"),
+            (-5, Format::DecimalSi, "-5"),
+            (i64::MAX, Format::DecimalSi, "9223372036854775807"),
+            (1 << 62, Format::BinarySi, "4Ei"),
+        ];
+        for &(value, format, want) in rows {
+            assert_eq!(format_value(value, format), want, "{value} {format:?}");
+        }
+        let milli: &[(i64, Format, &str)] = &[
+            (2000, Format::DecimalSi, "2"),
+            (1500, Format::DecimalSi, "1500m"),
+            (100, Format::DecimalSi, "100m"),
+            (0, Format::DecimalSi, "0"),
+            (64_000, Format::DecimalSi, "64"),
+            (1_000_000, Format::DecimalSi, "1k"),
+            (2_048_000, Format::BinarySi, "2Ki"),
+            (1500, Format::BinarySi, "1500m"),
+        ];
+        for &(value, format, want) in milli {
+            assert_eq!(
+                format_milli_value(value, format),
+                want,
+                "{value}m {format:?}"
+            );
+        }
+    }
+
     proptest! {
         #[test]
         fn parsing_never_panics(text in "[-+]?[0-9.]{0,45}([a-zA-Z][a-z0-9+-]{0,8})?") {
@@ -249,6 +372,19 @@ mod tests {
         #[test]
         fn arbitrary_text_never_panics(text in ".{0,40}") {
             let _ = parse(&text).map(|q| q.milli_value());
+        }
+
+        #[test]
+        fn formatted_values_parse_back(v in (i64::MIN + 1)..=i64::MAX, binary in any::<bool>()) {
+            let format = if binary { Format::BinarySi } else { Format::DecimalSi };
+            let q = parse(&format_value(v, format)).unwrap();
+            prop_assert_eq!(q.exact_value(), Some(v));
+        }
+
+        #[test]
+        fn formatted_milli_values_parse_back(m in -(1i64 << 53)..(1i64 << 53)) {
+            let q = parse(&format_milli_value(m, Format::DecimalSi)).unwrap();
+            prop_assert_eq!(q.milli_value(), Some(m));
         }
 
         #[test]
