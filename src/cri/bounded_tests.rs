@@ -1,18 +1,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
-
-fn sandbox(name: &str) -> PodSandboxConfig {
-    PodSandboxConfig {
-        metadata: PodSandboxMetadata {
-            name: name.into(),
-            uid: format!("uid-{name}"),
-            namespace: "default".into(),
-            attempt: 0,
-        },
-        ..Default::default()
-    }
-}
+use crate::cri::fake::sandbox;
 
 /// Whether `call` finishes while the test holds the only permit.
 async fn passes_while_held<T>(

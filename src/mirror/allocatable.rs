@@ -128,17 +128,8 @@ impl Reservation {
 
 /// The `--kube-reserved` / `--system-reserved` flag's text as its map.
 pub fn parse_reserved_flag(text: &str) -> Result<BTreeMap<String, String>, ReservationError> {
-    let mut map = BTreeMap::new();
-    for entry in text.split(',').filter(|s| !s.is_empty()) {
-        let (key, value) =
-            entry
-                .split_once('=')
-                .ok_or_else(|| ReservationError::MalformedPair {
-                    entry: entry.to_string(),
-                })?;
-        map.insert(key.trim().to_string(), value.trim().to_string());
-    }
-    Ok(map)
+    super::eviction::split_map_flag(text, '=')
+        .map_err(|entry| ReservationError::MalformedPair { entry })
 }
 
 /// A node's resources: its capacity, or what of it is allocatable.

@@ -199,13 +199,15 @@ pub fn eviction_hard(
 /// The `--eviction-hard` flag's text as its map:
 /// `memory.available<100Mi,nodefs.available<10%`.
 pub fn parse_eviction_hard_flag(text: &str) -> Result<BTreeMap<String, String>, ThresholdError> {
+    split_map_flag(text, '<').map_err(|entry| ThresholdError::MalformedPair { entry })
+}
+
+/// A map flag's text, `k<sep>v,k<sep>v`, as a map (items trimmed, a later
+/// key wins), or the first entry without `sep`.
+pub(super) fn split_map_flag(text: &str, sep: char) -> Result<BTreeMap<String, String>, String> {
     let mut map = BTreeMap::new();
     for entry in text.split(',').filter(|s| !s.is_empty()) {
-        let (key, value) = entry
-            .split_once('<')
-            .ok_or_else(|| ThresholdError::MalformedPair {
-                entry: entry.to_string(),
-            })?;
+        let (key, value) = entry.split_once(sep).ok_or_else(|| entry.to_string())?;
         map.insert(key.trim().to_string(), value.trim().to_string());
     }
     Ok(map)

@@ -52,6 +52,21 @@ struct FakeContainer {
     exit_code: i32,
 }
 
+/// A sandbox config for pod `name` (namespace default, UID `uid-<name>`),
+/// for tests.
+#[cfg(test)]
+pub(crate) fn sandbox(name: &str) -> PodSandboxConfig {
+    PodSandboxConfig {
+        metadata: PodSandboxMetadata {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            namespace: "default".into(),
+            attempt: 0,
+        },
+        ..Default::default()
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct FakeRuntime {
     state: Mutex<State>,

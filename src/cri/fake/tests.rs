@@ -3,18 +3,6 @@
 
 use super::*;
 
-fn sandbox(name: &str) -> PodSandboxConfig {
-    PodSandboxConfig {
-        metadata: PodSandboxMetadata {
-            name: name.into(),
-            uid: format!("uid-{name}"),
-            namespace: "default".into(),
-            attempt: 0,
-        },
-        ..Default::default()
-    }
-}
-
 #[tokio::test]
 async fn records_calls_and_follows_cri_semantics() {
     let rt = FakeRuntime::new();
