@@ -26,9 +26,10 @@
 #                 (CRILET_BENCH_EVENT_PODS, CRILET_BENCH_PODS,
 #                 CRILET_BENCH_WINDOW_SECS, default 120). On containerd 1.6,
 #                 which has no events, both modes relist.
-# Then agent_start, stats_api and events again on containerd 2.1 and CRI-O
-# 1.32 (scripts/runtime.sh), and one table of the three runtimes' figures
-# (CRILET_BENCH_RUNTIMES_ONLY=1 runs only this part).
+# Then, per runtime (containerd 1.6 again, containerd 2.1 and CRI-O 1.32 by
+# scripts/runtime.sh): the width sweep (unless done above), agent_start at
+# that width, footprint, stats_api and events, and one table of the three
+# runtimes' figures (CRILET_BENCH_RUNTIMES_ONLY=1 runs only this part).
 # CRILET_BENCH_ONLY="cri_sequence agent_start footprint" runs only the named
 # benches (the binary line always prints), e.g. issue 16's figures alone;
 # CRILET_BENCH_KINDS="crio" only those runtimes in the per-runtime part.
