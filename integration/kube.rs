@@ -26,7 +26,7 @@ pub const ADMIN_ENV: &str = "CRILET_KUBE_ADMIN_KUBECONFIG";
 pub const NODE_DIR_ENV: &str = "CRILET_KUBE_NODE_KUBECONFIG_DIR";
 /// The nodes the lab holds credentials for; keep in step with
 /// `scripts/apiserver-env.sh` (NODES).
-pub const NODES: [&str; 11] = [
+pub const NODES: [&str; 18] = [
     "crilet-node-1",
     "crilet-node-2",
     "crilet-node-3",
@@ -38,6 +38,13 @@ pub const NODES: [&str; 11] = [
     "crilet-node-9",
     "crilet-node-10",
     "crilet-node-11",
+    "crilet-node-12",
+    "crilet-node-13",
+    "crilet-node-14",
+    "crilet-node-15",
+    "crilet-node-16",
+    "crilet-node-17",
+    "crilet-node-18",
 ];
 
 static CLAIMED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
