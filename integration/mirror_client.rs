@@ -5,9 +5,10 @@
 
 use std::time::Duration;
 
+use crilet::mirror::allocatable::NodeResources;
 use crilet::mirror::client::{KubeMirrorClient, MirrorClient, PodEvent};
 use crilet::mirror::decide::{NodeRef, mirror_pod_for};
-use crilet::mirror::node::{NodeSystem, new_node, node_lease, node_status};
+use crilet::mirror::node::{NodeStatusInputs, NodeSystem, new_node, node_lease, node_status};
 use crilet::pod::defaults::{PodSource, apply_static_defaults};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -63,15 +64,20 @@ async fn the_node_client_against_the_real_api_server() {
         os_image: "Test Linux".into(),
         ..NodeSystem::default()
     };
-    let status = node_status(
-        &node.name,
-        "127.0.0.1",
-        "containerd://test",
-        &system,
-        10250,
-        now,
-        now,
-    );
+    let capacity = NodeResources::from_machine(2, 4 << 30, 110);
+    let none = std::collections::BTreeSet::new();
+    let inputs = |port| NodeStatusInputs {
+        name: &node.name,
+        ip: "127.0.0.1",
+        runtime_version: "containerd://test",
+        system: &system,
+        kubelet_port: port,
+        capacity: &capacity,
+        allocatable: &capacity,
+        images: vec![],
+        under_pressure: &none,
+    };
+    let status = node_status(&inputs(10250), &[], now);
     let created = client
         .create_node(&new_node(&node.name, status))
         .await
@@ -109,32 +115,38 @@ async fn the_node_client_against_the_real_api_server() {
         ("6.1.0-test", "Test Linux")
     );
     let later = now + jiff::SignedDuration::from_secs(5);
-    let status = node_status(
-        &node.name,
-        "127.0.0.1",
-        "containerd://test",
-        &system,
-        0,
-        later,
-        now,
-    );
+    let status = node_status(&inputs(0), &[], later);
     client.patch_node_status(&node.name, &status).await.unwrap();
     // A later run without a kubelet server (`--port 0`) clears the port:
     // the patch carries 0 instead of leaving 10250 behind.
     let patched = lab.node(&node.name).await.expect("the node");
     assert_eq!(port(&patched), Some(0), "{:?}", patched.status);
-    // The lease is created, then renewed.
-    client
-        .renew_lease(&node_lease(&node.name, &node_uid, now))
+    // The lease is created, then renewed from the copy the server
+    // returned (one PUT), and a stale copy (Conflict) is read again.
+    let created = client
+        .renew_lease(&node_lease(&node.name, &node_uid, now), None)
         .await
         .unwrap();
-    client
-        .renew_lease(&node_lease(&node.name, &node_uid, later))
+    let renewed = client
+        .renew_lease(&node_lease(&node.name, &node_uid, later), Some(&created))
         .await
         .unwrap();
+    assert_ne!(
+        renewed.metadata.resource_version, created.metadata.resource_version,
+        "written"
+    );
+    let latest = later + jiff::SignedDuration::from_secs(5);
+    let again = client
+        .renew_lease(&node_lease(&node.name, &node_uid, latest), Some(&created))
+        .await
+        .expect("a stale copy is read again, not an error");
     let lease = lab.lease(&node.name).await.expect("the lease");
-    let renewed = lease.spec.and_then(|s| s.renew_time).expect("renewTime");
-    assert_eq!(renewed.0.as_second(), later.as_second());
+    assert_eq!(
+        lease.metadata.resource_version,
+        again.metadata.resource_version
+    );
+    let renew_time = lease.spec.and_then(|s| s.renew_time).expect("renewTime");
+    assert_eq!(renew_time.0.as_second(), latest.as_second());
 
     // The watch of this node's pods starts with an empty list.
     let mut watch = client.watch_pods(&node.name);

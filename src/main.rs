@@ -219,6 +219,14 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         proc_root: std::path::PathBuf::from("/proc"),
         period: settings.serve.stats_period,
     };
+    // The collector's samples as eviction signals, for the Node's pressure
+    // conditions (read only with --kubeconfig, but cheap either way).
+    let (observation_tx, observation_rx) = tokio::sync::watch::channel(None);
+    tokio::spawn(crilet::agent::node_signals::forward(
+        samples_tx.subscribe(),
+        std::path::PathBuf::from("/proc"),
+        observation_tx,
+    ));
     tokio::spawn(collector.run(samples_tx, cancel.clone()));
     // Like the kubelet, wait for the runtime rather than give up on it.
     let version = loop {
@@ -280,7 +288,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         None => tracing::info!("container log rotation off (negative --container-log-max-size)"),
     }
     let agent = Agent {
-        runtime,
+        runtime: runtime.clone(),
         statuses,
         runtime_name: version.runtime_name.clone(),
         node,
@@ -332,13 +340,13 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         Some(client) => {
             let manager = crilet::mirror::manager::MirrorManager {
                 client: Arc::new(client) as Arc<dyn MirrorClient>,
+                node: node_facts(&settings, node_ip, runtime_version),
                 node_name,
-                node_ip,
-                runtime_version,
-                system: crilet::agent::node::read_node_system(),
-                // The kubelet server's port (0 with `--port 0`): where the
-                // API server sends logs, exec, attach and port-forward.
-                kubelet_port: settings.kubelet_server.port,
+                status_policy: status_policy(&settings.node_status),
+                node_inputs: crilet::mirror::node_sync::NodeInputs {
+                    observation: observation_rx,
+                    images: Some(runtime.clone()),
+                },
                 view: handles.view.clone(),
                 statuses: handles.statuses.clone(),
                 status_changed: handles.status_changed.clone(),
@@ -356,6 +364,48 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         let _ = server.await;
     }
     Ok(())
+}
+
+/// What the Node reports of itself: its IP, runtime, OS, the kubelet
+/// server's port (0 with `--port 0`: where the API server sends logs,
+/// exec, attach and port-forward), capacity and allocatable.
+fn node_facts(
+    settings: &crilet::agent::config::Settings,
+    ip: String,
+    runtime_version: String,
+) -> crilet::mirror::node_sync::NodeFacts {
+    use crilet::mirror::allocatable::{node_allocatable, pods_capacity};
+    let ns = &settings.node_status;
+    let cores = crilet::agent::node::read_num_cores();
+    let pods = pods_capacity(ns.max_pods, ns.pods_per_core, cores);
+    let capacity = crilet::agent::node::read_node_capacity(&settings.root_dir, pods);
+    let allocatable = node_allocatable(
+        &capacity,
+        &ns.kube_reserved,
+        &ns.system_reserved,
+        &ns.eviction_hard,
+    );
+    crilet::mirror::node_sync::NodeFacts {
+        name: String::new(),
+        ip,
+        runtime_version,
+        system: crilet::agent::node::read_node_system(),
+        kubelet_port: settings.kubelet_server.port,
+        capacity,
+        allocatable,
+    }
+}
+
+fn status_policy(
+    ns: &crilet::agent::config::NodeStatusSettings,
+) -> crilet::mirror::node_sync::NodeStatusPolicy {
+    crilet::mirror::node_sync::NodeStatusPolicy {
+        eviction_hard: ns.eviction_hard.clone(),
+        transition_period: ns.eviction_pressure_transition_period,
+        max_images: ns.max_images,
+        update_frequency: ns.update_frequency,
+        report_frequency: ns.report_frequency,
+    }
 }
 
 /// The API listeners of `crilet run`: bound at start, served once the

@@ -21,6 +21,7 @@ pub mod container_gc;
 pub mod hostpath;
 pub mod log_rotation;
 pub mod node;
+pub mod node_signals;
 pub mod observe;
 pub mod orphan_dirs;
 mod pleg;

@@ -1,8 +1,10 @@
-//! Facts about the node the agent runs on: its name, IP, DNS, memory and
-//! OS (kernel, distribution, machine and boot ids).
+//! Facts about the node the agent runs on: its name, IP, DNS, capacity
+//! (cores, memory, hugepages, the root dir's filesystem, PIDs) and OS
+//! (kernel, distribution, machine and boot ids).
 //! The parsers are pure; the `read_*` functions do the I/O.
 
 use crate::cri::DnsConfig;
+use crate::mirror::allocatable::NodeResources;
 use crate::mirror::node::NodeSystem;
 
 /// The node name: the override if given, else the kernel's hostname,
@@ -89,6 +91,87 @@ pub fn read_memory_capacity() -> u64 {
         .ok()
         .and_then(|t| parse_mem_total(&t))
         .unwrap_or(0)
+}
+
+/// The number of CPUs in a sysfs CPU list (`/sys/devices/system/cpu/online`:
+/// `0-3,6,8-9`), as cadvisor counts the node's cores.
+pub fn parse_cpu_list(text: &str) -> Option<u32> {
+    let mut n = 0u32;
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (lo, hi) = match part.split_once('-') {
+            Some((lo, hi)) => (
+                lo.trim().parse::<u32>().ok()?,
+                hi.trim().parse::<u32>().ok()?,
+            ),
+            None => {
+                let one = part.trim().parse::<u32>().ok()?;
+                (one, one)
+            }
+        };
+        n = n.checked_add(hi.checked_sub(lo)?.checked_add(1)?)?;
+    }
+    (n > 0).then_some(n)
+}
+
+/// The node's online CPUs (else what the process may use).
+pub fn read_num_cores() -> u32 {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|t| parse_cpu_list(&t))
+        .or_else(|| {
+            std::thread::available_parallelism()
+                .ok()
+                .and_then(|n| u32::try_from(n.get()).ok())
+        })
+        .unwrap_or(1)
+}
+
+/// The page size in KiB of a `/sys/kernel/mm/hugepages` entry
+/// (`hugepages-2048kB`).
+pub fn parse_hugepages_dir(name: &str) -> Option<i64> {
+    name.strip_prefix("hugepages-")?
+        .strip_suffix("kB")?
+        .parse()
+        .ok()
+}
+
+/// Each hugepage size the kernel offers, `(page KiB, pages)`, as cadvisor
+/// reports them; sizes whose count cannot be read are left out.
+pub fn read_hugepages(dir: &std::path::Path) -> Vec<(i64, i64)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(i64, i64)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let kib = parse_hugepages_dir(e.file_name().to_str()?)?;
+            let pages = std::fs::read_to_string(e.path().join("nr_hugepages")).ok()?;
+            Some((kib, pages.trim().parse().ok()?))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The node's capacity as the kubelet reports it: cores, MemTotal,
+/// `pods` (already worked out from maxPods), the root dir's filesystem
+/// size as ephemeral-storage (when statvfs answers), every hugepage size
+/// and the PID limit.
+pub fn read_node_capacity(root_dir: &std::path::Path, pods: i64) -> NodeResources {
+    use crate::images::disk::{DiskStats, Statvfs};
+    let memory = i64::try_from(read_memory_capacity()).unwrap_or(i64::MAX);
+    let mut capacity = NodeResources::from_machine(read_num_cores(), memory, pods);
+    for (kib, pages) in read_hugepages(std::path::Path::new("/sys/kernel/mm/hugepages")) {
+        capacity = capacity.with_hugepages(kib, pages);
+    }
+    capacity.ephemeral_storage_bytes = Statvfs
+        .stat(root_dir)
+        .ok()
+        .and_then(|s| i64::try_from(s.capacity_bytes).ok());
+    capacity.pid = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|t| t.trim().parse().ok());
+    capacity
 }
 
 /// crilet's own oom_score_adj, the floor of `--restrict-oom-score-adj`
@@ -182,6 +265,31 @@ mod tests {
         );
         assert_eq!(parse_os_image("NAME=x\nPRETTY_NAME=\"\"\n"), None);
         assert_eq!(parse_os_image(""), None);
+    }
+
+    #[test]
+    fn cpu_lists_are_counted() {
+        assert_eq!(parse_cpu_list("0-1\n"), Some(2));
+        assert_eq!(parse_cpu_list("0-3,6,8-9"), Some(7));
+        assert_eq!(parse_cpu_list("5"), Some(1));
+        assert_eq!(parse_cpu_list(""), None);
+        assert_eq!(parse_cpu_list("3-1"), None);
+        assert_eq!(parse_cpu_list("a-b"), None);
+    }
+
+    #[test]
+    fn hugepage_directories_give_the_page_size() {
+        assert_eq!(parse_hugepages_dir("hugepages-2048kB"), Some(2048));
+        assert_eq!(parse_hugepages_dir("hugepages-1048576kB"), Some(1 << 20));
+        assert_eq!(parse_hugepages_dir("hugepages-2MB"), None);
+        assert_eq!(parse_hugepages_dir("other"), None);
+        let dir = tempfile::tempdir().unwrap();
+        for (name, pages) in [("hugepages-2048kB", "3\n"), ("hugepages-1048576kB", "0\n")] {
+            std::fs::create_dir(dir.path().join(name)).unwrap();
+            std::fs::write(dir.path().join(name).join("nr_hugepages"), pages).unwrap();
+        }
+        std::fs::create_dir(dir.path().join("hugepages-64kB")).unwrap(); // no count
+        assert_eq!(read_hugepages(dir.path()), [(2048, 3), (1 << 20, 0)]);
     }
 
     #[test]

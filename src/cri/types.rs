@@ -474,7 +474,7 @@ pub struct PodSandboxStatsFilter {
 }
 
 /// An image the runtime holds.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Image {
     pub id: String,
     pub repo_tags: Vec<String>,

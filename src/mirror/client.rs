@@ -101,8 +101,12 @@ pub trait MirrorClient: Send + Sync {
     async fn get_node(&self, name: &str) -> Result<Option<Node>>;
     async fn create_node(&self, node: &Node) -> Result<Node>;
     async fn patch_node_status(&self, name: &str, status: &NodeStatus) -> Result<Node>;
-    /// Creates the lease or renews it (holder = the node, now).
-    async fn renew_lease(&self, lease: &Lease) -> Result<()>;
+    /// Renews the lease (holder = the node, now) and returns it as stored.
+    /// With `cached`, the copy the last renewal returned, that is one PUT,
+    /// as the kubelet's lease controller renews; without it, or when the
+    /// cached copy is stale (Conflict, NotFound), it reads the lease first
+    /// and creates it if missing.
+    async fn renew_lease(&self, lease: &Lease, cached: Option<&Lease>) -> Result<Lease>;
     /// Creates a mirror pod; AlreadyExists comes back as an error (code 409).
     async fn create_pod(&self, pod: &Pod) -> Result<Pod>;
     /// Deletes a pod at once (grace 0) if it still has `uid`; a pod already
@@ -119,18 +123,27 @@ pub trait MirrorClient: Send + Sync {
 /// instead of holding crilet.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How long the server keeps one watch request open (its `timeoutSeconds`).
-/// Shorter than [`READ_TIMEOUT`]: a real API server sends nothing on a
-/// watch while nothing changes, so a longer watch (kube-rs asks for 290 s)
-/// was cut by the read timeout after 30 quiet seconds and came back only
-/// after a backoff. Ended by the server instead, the watch resumes at once
-/// from its resourceVersion, losing nothing.
-pub const WATCH_TIMEOUT_SECONDS: u32 = 25;
+/// How long the server keeps one watch request open (its `timeoutSeconds`):
+/// 5 minutes, the shortest watch the kubelet's reflectors ask for. Every
+/// watch is one request, so this sets the watch's share of crilet's idle
+/// requests (one per 300 s; it was one per 25 s while the watch shared the
+/// 30 s read timeout). Ended by the server, the watch resumes at once from
+/// its resourceVersion, losing nothing.
+pub const WATCH_TIMEOUT_SECONDS: u32 = 300;
+
+/// How long the pod watch waits for the server's next bytes: a little more
+/// than [`WATCH_TIMEOUT_SECONDS`], since a real server sends nothing at all
+/// on a quiet watch (kube-apiserver 1.32 sent no bookmark in 200 s of a
+/// quiet `allowWatchBookmarks` watch here). The watch has its own client
+/// for it, so every other request keeps [`READ_TIMEOUT`].
+pub const WATCH_READ_TIMEOUT: Duration = Duration::from_secs(WATCH_TIMEOUT_SECONDS as u64 + 30);
 
 /// `MirrorClient` over kube-rs.
 #[derive(Clone)]
 pub struct KubeMirrorClient {
     client: kube::Client,
+    /// The same server and credentials, with [`WATCH_READ_TIMEOUT`].
+    watch_client: kube::Client,
 }
 
 fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> MirrorError {
@@ -172,13 +185,25 @@ impl KubeMirrorClient {
 
     fn from_config(mut config: kube::Config) -> std::result::Result<Self, kube::Error> {
         config.connect_timeout = Some(Duration::from_secs(10));
-        config.read_timeout = Some(READ_TIMEOUT);
         config.write_timeout = Some(Duration::from_secs(30));
-        let ua = format!("crilet/{}", env!("CARGO_PKG_VERSION"));
-        let client = kube::client::ClientBuilder::try_from(config)?
-            .with_layer(&UserAgentLayer(ua))
-            .build();
-        Ok(KubeMirrorClient { client })
+        let build = |mut config: kube::Config, read_timeout: Duration| {
+            config.read_timeout = Some(read_timeout);
+            let ua = format!("crilet/{}", env!("CARGO_PKG_VERSION"));
+            Ok::<_, kube::Error>(
+                kube::client::ClientBuilder::try_from(config)?
+                    .with_layer(&UserAgentLayer(ua))
+                    .build(),
+            )
+        };
+        Ok(KubeMirrorClient {
+            client: build(config.clone(), READ_TIMEOUT)?,
+            watch_client: build(config, WATCH_READ_TIMEOUT)?,
+        })
+    }
+
+    /// The client of every short request (the events recorder's too).
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
     }
 
     fn pods(&self, namespace: &str) -> Api<Pod> {
@@ -257,27 +282,33 @@ impl MirrorClient for KubeMirrorClient {
             .map_err(api_err(format!("updating the status of node {name}")))
     }
 
-    async fn renew_lease(&self, lease: &Lease) -> Result<()> {
+    async fn renew_lease(&self, lease: &Lease, cached: Option<&Lease>) -> Result<Lease> {
         let ns = lease.metadata.namespace.clone().unwrap_or_default();
         let name = lease.metadata.name.clone().unwrap_or_default();
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), &ns);
         let what = format!("renewing lease {ns}/{name}");
-        match leases.get_opt(&name).await.map_err(api_err(what.clone()))? {
-            None => {
-                leases
-                    .create(&PostParams::default(), lease)
-                    .await
-                    .map_err(api_err(what))?;
-            }
-            Some(mut current) => {
-                current.spec = lease.spec.clone();
-                leases
-                    .replace(&name, &PostParams::default(), &current)
-                    .await
-                    .map_err(api_err(what))?;
+        let renewed = |mut current: Lease| {
+            current.spec = lease.spec.clone();
+            current
+        };
+        if let Some(cached) = cached {
+            match leases
+                .replace(&name, &PostParams::default(), &renewed(cached.clone()))
+                .await
+            {
+                Ok(stored) => return Ok(stored),
+                // Changed or deleted meanwhile: read it again below.
+                Err(e) if is_code(&e, &[404, 409]) => {}
+                Err(e) => return Err(api_err(what)(e)),
             }
         }
-        Ok(())
+        match leases.get_opt(&name).await.map_err(api_err(what.clone()))? {
+            None => leases.create(&PostParams::default(), lease).await,
+            Some(current) => {
+                (leases.replace(&name, &PostParams::default(), &renewed(current))).await
+            }
+        }
+        .map_err(api_err(what))
     }
 
     async fn create_pod(&self, pod: &Pod) -> Result<Pod> {
@@ -324,7 +355,7 @@ impl MirrorClient for KubeMirrorClient {
     }
 
     fn watch_pods(&self, node: &str) -> BoxStream<'static, Result<PodEvent>> {
-        let pods: Api<Pod> = Api::all(self.client.clone());
+        let pods: Api<Pod> = Api::all(self.watch_client.clone());
         let config = watcher::Config::default()
             .fields(&format!("spec.nodeName={node}"))
             .timeout(WATCH_TIMEOUT_SECONDS);

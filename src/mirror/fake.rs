@@ -88,11 +88,16 @@ impl MirrorClient for FakeMirrorClient {
         Ok(n.clone())
     }
 
-    async fn renew_lease(&self, lease: &Lease) -> Result<()> {
+    async fn renew_lease(&self, lease: &Lease, cached: Option<&Lease>) -> Result<Lease> {
         let name = lease.metadata.name.clone().unwrap_or_default();
-        let mut s = self.enter("renew_lease", &name)?;
-        s.leases.insert(name, lease.clone());
-        Ok(())
+        let op = if cached.is_some() {
+            "renew_lease_cached"
+        } else {
+            "renew_lease"
+        };
+        let mut st = self.enter(op, &name)?;
+        st.leases.insert(name, lease.clone());
+        Ok(lease.clone())
     }
 
     async fn create_pod(&self, pod: &Pod) -> Result<Pod> {

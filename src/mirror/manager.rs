@@ -20,21 +20,22 @@ use super::client::{MirrorClient, MirrorError, PodEvent};
 use super::decide::{
     DeleteReason, MirrorAction, MirrorInputs, NodeRef, decide, mirror_pod_for, status_differs,
 };
-use super::node::{NodeSystem, new_node, node_lease, node_status};
+use super::node_sync::{NodeFacts, NodeInputs, NodeStatusPolicy, node_loop};
 use crate::pod::view::{AgentView, StatusCache};
 use crate::pod::{self, manager::PodManager};
 
-/// How often the node status, the lease and every mirror status are written.
+/// How often every mirror pod is checked again (and its status written
+/// when it differs). The Node and its Lease have their own periods
+/// (`node_sync`).
 pub const RESYNC_PERIOD: Duration = Duration::from_secs(10);
 
 pub struct MirrorManager {
     pub client: Arc<dyn MirrorClient>,
     pub node_name: String,
-    pub node_ip: String,
-    pub runtime_version: String,
-    pub system: NodeSystem,
-    /// The kubelet server's port for `daemonEndpoints` (`--port`); 0: none.
-    pub kubelet_port: u16,
+    /// What the Node reports of itself (its name is `node_name`).
+    pub node: NodeFacts,
+    pub status_policy: NodeStatusPolicy,
+    pub node_inputs: NodeInputs,
     pub view: watch::Receiver<Arc<AgentView>>,
     pub statuses: StatusCache,
     /// Changes whenever a static pod's status changes.
@@ -44,18 +45,22 @@ pub struct MirrorManager {
 }
 
 impl MirrorManager {
-    pub async fn run(self, cancel: CancellationToken) {
+    pub async fn run(mut self, cancel: CancellationToken) {
         let (node_tx, node_rx) = watch::channel::<Option<NodeRef>>(None);
         let (seen_tx, seen_rx) = watch::channel::<BTreeMap<String, Pod>>(BTreeMap::new());
+        let facts = NodeFacts {
+            name: self.node_name.clone(),
+            ..self.node.clone()
+        };
+        let inputs = NodeInputs {
+            observation: self.node_inputs.observation.clone(),
+            images: self.node_inputs.images.take(),
+        };
         tokio::spawn(node_loop(
             self.client.clone(),
-            NodeFacts {
-                name: self.node_name.clone(),
-                ip: self.node_ip.clone(),
-                runtime_version: self.runtime_version.clone(),
-                system: self.system.clone(),
-                kubelet_port: self.kubelet_port,
-            },
+            facts,
+            self.status_policy.clone(),
+            inputs,
             node_tx,
             cancel.clone(),
         ));
@@ -67,83 +72,6 @@ impl MirrorManager {
             cancel.clone(),
         ));
         reconcile_loop(self, node_rx, seen_rx, cancel).await;
-    }
-}
-
-/// What the node loop reports, fixed for the agent's life.
-struct NodeFacts {
-    name: String,
-    ip: String,
-    runtime_version: String,
-    system: NodeSystem,
-    kubelet_port: u16,
-}
-
-/// Gets or creates the Node, then keeps its status and lease fresh.
-async fn node_loop(
-    client: Arc<dyn MirrorClient>,
-    facts: NodeFacts,
-    node_tx: watch::Sender<Option<NodeRef>>,
-    cancel: CancellationToken,
-) {
-    let name = facts.name.clone();
-    let ready_since = jiff::Timestamp::now();
-    // The last error logged: a new kind of failure is logged, a repeat is not.
-    let mut failing: Option<String> = None;
-    loop {
-        let result: Result<NodeRef, MirrorError> = async {
-            let now = jiff::Timestamp::now();
-            let status = node_status(
-                &name,
-                &facts.ip,
-                &facts.runtime_version,
-                &facts.system,
-                facts.kubelet_port,
-                now,
-                ready_since,
-            );
-            // As the kubelet registers: the status goes with the create, so
-            // the Node never exists without its addresses and conditions.
-            let node = match client.get_node(&name).await? {
-                Some(_) => client.patch_node_status(&name, &status).await?,
-                None => {
-                    tracing::info!(node = %name, "registering the node");
-                    client.create_node(&new_node(&name, status)).await?
-                }
-            };
-            let uid = node.metadata.uid.clone().unwrap_or_default();
-            client.renew_lease(&node_lease(&name, &uid, now)).await?;
-            Ok(NodeRef {
-                name: name.clone(),
-                uid,
-            })
-        }
-        .await;
-        let wait = match result {
-            Ok(node) => {
-                if failing.take().is_some() {
-                    tracing::info!(node = %name, "API server answers again");
-                }
-                node_tx.send_if_modified(|cur| {
-                    let changed = cur.as_ref() != Some(&node);
-                    *cur = Some(node);
-                    changed
-                });
-                RESYNC_PERIOD
-            }
-            Err(e) => {
-                let text = e.to_string();
-                if failing.as_ref() != Some(&text) {
-                    tracing::error!(node = %name, error = %text, "cannot register or update the node; retrying");
-                }
-                failing = Some(text);
-                Duration::from_secs(2)
-            }
-        };
-        tokio::select! {
-            _ = cancel.cancelled() => return,
-            _ = tokio::time::sleep(wait) => {}
-        }
     }
 }
 
@@ -385,10 +313,12 @@ mod tests {
         MirrorManager {
             client,
             node_name: "node-a".into(),
-            node_ip: "192.0.2.1".into(),
-            runtime_version: "containerd://1".into(),
-            system: NodeSystem::default(),
-            kubelet_port: 10250,
+            node: Default::default(),
+            status_policy: crate::mirror::node_sync::tests::policy(),
+            node_inputs: NodeInputs {
+                observation: watch::channel(None).1,
+                images: None,
+            },
             view,
             statuses,
             status_changed,
@@ -500,54 +430,6 @@ mod tests {
             .await
             .unwrap();
         assert!(client.pods().is_empty());
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_node_registers_with_its_status_then_patches_it_and_renews_its_lease() {
-        let client = Arc::new(FakeMirrorClient::new());
-        let (node_tx, mut node_rx) = watch::channel(None);
-        let cancel = CancellationToken::new();
-        let task = tokio::spawn(node_loop(
-            client.clone(),
-            NodeFacts {
-                name: "node-a".into(),
-                ip: "192.0.2.1".into(),
-                runtime_version: "containerd://1".into(),
-                system: NodeSystem::default(),
-                kubelet_port: 10250,
-            },
-            node_tx,
-            cancel.clone(),
-        ));
-        node_rx.changed().await.unwrap();
-        let node = node_rx.borrow().clone().unwrap();
-        assert_eq!(
-            client.calls(),
-            [
-                "get_node node-a",
-                "create_node node-a",
-                "renew_lease node-a"
-            ],
-            "one create, with the status in it"
-        );
-        // (This read is the fourth call.)
-        let registered = client.get_node("node-a").await.unwrap().unwrap();
-        let status = registered.status.expect("registered with a status");
-        assert_eq!(status.addresses.unwrap()[0].address, "192.0.2.1");
-        let endpoint = status.daemon_endpoints.and_then(|d| d.kubelet_endpoint);
-        assert_eq!(endpoint.map(|e| e.port), Some(10250));
-        assert_eq!(Some(node.uid), registered.metadata.uid);
-        tokio::time::sleep(RESYNC_PERIOD + Duration::from_millis(1)).await;
-        cancel.cancel();
-        task.await.unwrap();
-        assert_eq!(
-            client.calls()[4..],
-            [
-                "get_node node-a",
-                "patch_node_status node-a",
-                "renew_lease node-a"
-            ]
-        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! to create and delete (pure); the driver does it through `MirrorClient`.
 //! The Node's status parts are pure too: `allocatable` (reservations,
 //! capacity, allocatable), `eviction` (hard thresholds) and `pressure` (the
-//! pressure conditions).
+//! pressure conditions); `node_sync` drives the Node and its Lease.
 //! May import `pod`, `cri` and `units`; never `agent`, `stats` or `cli`.
 
 pub mod allocatable;
@@ -12,4 +12,5 @@ pub mod eviction;
 pub mod fake;
 pub mod manager;
 pub mod node;
+pub mod node_sync;
 pub mod pressure;

@@ -1,13 +1,22 @@
-//! The Node object and Lease crilet keeps for its node (pure builders).
+//! The Node object and Lease crilet keeps for its node (pure builders):
+//! its labels, its status (capacity, allocatable, conditions, node info,
+//! images) and its heartbeat lease.
+//!
+//! Invariant: pure; a condition's `lastTransitionTime` moves only when its
+//! status does.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{
-    DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeStatus,
-    NodeSystemInfo,
+    ContainerImage, DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints,
+    NodeStatus, NodeSystemInfo,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference, Time};
+
+use super::allocatable::NodeResources;
+use super::pressure::{PressureCondition, pressure_conditions};
+use crate::cri::Image;
 
 /// Namespace of node heartbeats.
 pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -56,10 +65,71 @@ pub struct NodeSystem {
     pub system_uuid: String,
 }
 
-/// What the node reports: Ready, its addresses (`InternalIP` = `ip`,
-/// `Hostname` = `name`: crilet's node name is its hostname, or
-/// `--hostname-override`, as the kubelet's), the port of its kubelet
-/// server and its software.
+/// The Kubernetes release whose kubelet crilet behaves as: the API and the
+/// node-side semantics it implements and is tested against (the lab's
+/// kube-apiserver 1.32).
+pub const KUBERNETES_VERSION: &str = "v1.32.0";
+
+/// `nodeInfo.kubeletVersion`: [`KUBERNETES_VERSION`] with crilet's own
+/// version as semver build metadata, `v1.32.0+crilet.0.1.0`, as k3s
+/// (`v1.32.0+k3s1`) and RKE2 do. Build metadata, not a pre-release: it
+/// parses as a Kubernetes version (client-go's `ParseGeneric` and
+/// `ParseSemantic`) and compares equal to v1.32.0, where a pre-release
+/// (`v1.32.0-crilet…`) would sort before the release it implements.
+pub fn kubelet_version() -> String {
+    format!("{KUBERNETES_VERSION}+crilet.{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// The kubelet's `MaxNamesPerImageInNodeStatus`.
+pub const MAX_NAMES_PER_IMAGE: usize = 5;
+
+/// `status.images` as the kubelet's setter lists them: largest first (a
+/// tie by id, descending), at most `max_images` of them (-1: all), each
+/// named by its digests then its tags, at most five names.
+pub fn node_images(images: &[Image], max_images: i32) -> Vec<ContainerImage> {
+    let mut sorted: Vec<&Image> = images.iter().collect();
+    sorted.sort_by(|a, b| b.size.cmp(&a.size).then_with(|| b.id.cmp(&a.id)));
+    if let Ok(max) = usize::try_from(max_images) {
+        sorted.truncate(max);
+    }
+    sorted
+        .into_iter()
+        .map(|image| {
+            let names: Vec<String> = (image.repo_digests.iter())
+                .chain(&image.repo_tags)
+                .take(MAX_NAMES_PER_IMAGE)
+                .cloned()
+                .collect();
+            ContainerImage {
+                names: (!names.is_empty()).then_some(names),
+                size_bytes: i64::try_from(image.size).ok(),
+            }
+        })
+        .collect()
+}
+
+/// Everything one status update is made of.
+#[derive(Debug, Clone)]
+pub struct NodeStatusInputs<'a> {
+    pub name: &'a str,
+    pub ip: &'a str,
+    pub runtime_version: &'a str,
+    pub system: &'a NodeSystem,
+    /// The kubelet server's port for `daemonEndpoints`; 0: none.
+    pub kubelet_port: u16,
+    pub capacity: &'a NodeResources,
+    pub allocatable: &'a NodeResources,
+    pub images: Vec<ContainerImage>,
+    pub under_pressure: &'a BTreeSet<PressureCondition>,
+}
+
+/// What the node reports: capacity and allocatable, the pressure
+/// conditions and Ready, its addresses (`InternalIP` = `ip`, `Hostname` =
+/// `name`: crilet's node name is its hostname, or `--hostname-override`, as
+/// the kubelet's), the port of its kubelet server, its software and images.
+/// Each condition is updated from its namesake in `previous` (the status
+/// last written, or the Node's on the server), so `lastTransitionTime`
+/// moves only when its status does.
 ///
 /// `kubelet_port` 0 means no kubelet server (`--port 0`): the kubelet
 /// reports its configured port as it is, so 0 is sent too, explicitly. A
@@ -67,52 +137,92 @@ pub struct NodeSystem {
 /// place, and the API server would keep dialling it; with 0 it falls back
 /// to its own `--kubelet-port` default, as for a node that never said.
 pub fn node_status(
-    name: &str,
-    ip: &str,
-    runtime_version: &str,
-    system: &NodeSystem,
-    kubelet_port: u16,
+    inputs: &NodeStatusInputs,
+    previous: &[NodeCondition],
     now: jiff::Timestamp,
-    ready_since: jiff::Timestamp,
 ) -> NodeStatus {
+    let mut conditions: Vec<NodeCondition> = previous
+        .iter()
+        .filter(|c| c.type_ == "Ready")
+        .cloned()
+        .collect();
+    let ready = ready_condition(conditions.first(), now);
+    conditions = vec![ready];
+    let pressure = pressure_conditions(previous, inputs.under_pressure, now);
+    conditions.splice(0..0, pressure);
     NodeStatus {
+        capacity: Some(inputs.capacity.to_resource_list()),
+        allocatable: Some(inputs.allocatable.to_resource_list()),
         daemon_endpoints: Some(NodeDaemonEndpoints {
             kubelet_endpoint: Some(DaemonEndpoint {
-                port: i32::from(kubelet_port),
+                port: i32::from(inputs.kubelet_port),
             }),
         }),
-        conditions: Some(vec![NodeCondition {
-            type_: "Ready".into(),
-            status: "True".into(),
-            reason: Some("KubeletReady".into()),
-            message: Some("crilet is posting ready status".into()),
-            last_heartbeat_time: Some(Time(now)),
-            last_transition_time: Some(Time(ready_since)),
-        }]),
+        conditions: Some(conditions),
         addresses: Some(vec![
             NodeAddress {
                 type_: "InternalIP".into(),
-                address: ip.to_string(),
+                address: inputs.ip.to_string(),
             },
             NodeAddress {
                 type_: "Hostname".into(),
-                address: name.to_string(),
+                address: inputs.name.to_string(),
             },
         ]),
         node_info: Some(NodeSystemInfo {
             architecture: kube_arch().into(),
             operating_system: std::env::consts::OS.into(),
-            container_runtime_version: runtime_version.to_string(),
-            kubelet_version: format!("crilet/{}", env!("CARGO_PKG_VERSION")),
-            kernel_version: system.kernel_version.clone(),
-            os_image: system.os_image.clone(),
-            machine_id: system.machine_id.clone(),
-            boot_id: system.boot_id.clone(),
-            system_uuid: system.system_uuid.clone(),
+            container_runtime_version: inputs.runtime_version.to_string(),
+            kubelet_version: kubelet_version(),
+            kernel_version: inputs.system.kernel_version.clone(),
+            os_image: inputs.system.os_image.clone(),
+            machine_id: inputs.system.machine_id.clone(),
+            boot_id: inputs.system.boot_id.clone(),
+            system_uuid: inputs.system.system_uuid.clone(),
             ..Default::default()
         }),
+        images: Some(inputs.images.clone()),
         ..Default::default()
     }
+}
+
+/// `Ready`: True while crilet posts status (its heartbeat now), its
+/// transition time kept from a previous True.
+fn ready_condition(previous: Option<&NodeCondition>, now: jiff::Timestamp) -> NodeCondition {
+    let since = match previous {
+        Some(p) if p.status == "True" => p.last_transition_time.clone(),
+        _ => None,
+    };
+    NodeCondition {
+        type_: "Ready".into(),
+        status: "True".into(),
+        reason: Some("KubeletReady".into()),
+        message: Some("crilet is posting ready status".into()),
+        last_heartbeat_time: Some(Time(now)),
+        last_transition_time: since.or(Some(Time(now))),
+    }
+}
+
+/// `nodeStatusHasChanged`: whether two statuses differ in more than their
+/// conditions' heartbeat times; an unchanged status is written only every
+/// `nodeStatusReportFrequency`.
+pub fn status_has_changed(old: &NodeStatus, new: &NodeStatus) -> bool {
+    fn beatless(s: &NodeStatus) -> NodeStatus {
+        let mut s = s.clone();
+        for c in s.conditions.iter_mut().flatten() {
+            c.last_heartbeat_time = None;
+        }
+        s
+    }
+    beatless(old) != beatless(new)
+}
+
+/// The pressure conditions that are True in a status, for events.
+pub fn pressure_of(status: &NodeStatus) -> BTreeSet<String> {
+    (status.conditions.iter().flatten())
+        .filter(|c| c.status == "True" && c.type_ != "Ready")
+        .map(|c| c.type_.clone())
+        .collect()
 }
 
 /// The node's heartbeat lease, owned by the Node so it goes with it.
@@ -140,109 +250,5 @@ pub fn node_lease(name: &str, node_uid: &str, now: jiff::Timestamp) -> Lease {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn node_is_labelled_like_the_kubelets_and_carries_its_status() {
-        let t = jiff::Timestamp::from_second(100).unwrap();
-        let status = node_status(
-            "node-a",
-            "192.0.2.7",
-            "containerd://1.6.20",
-            &NodeSystem::default(),
-            10250,
-            t,
-            t,
-        );
-        let n = new_node("node-a", status.clone());
-        assert_eq!(n.status, Some(status), "registered with its status");
-        let l = n.metadata.labels.unwrap();
-        assert_eq!(l["kubernetes.io/hostname"], "node-a");
-        assert_eq!(l["kubernetes.io/os"], "linux");
-        assert_eq!(l["kubernetes.io/arch"], kube_arch());
-        // Kubernetes names, not Rust's.
-        #[cfg(target_arch = "x86_64")]
-        assert_eq!(kube_arch(), "amd64");
-        #[cfg(target_arch = "aarch64")]
-        assert_eq!(kube_arch(), "arm64");
-    }
-
-    #[test]
-    fn status_is_ready_with_addresses_and_the_system() {
-        let t = jiff::Timestamp::from_second(100).unwrap();
-        let system = NodeSystem {
-            kernel_version: "6.1.0-18-amd64".into(),
-            os_image: "Debian GNU/Linux 12 (bookworm)".into(),
-            machine_id: "m".into(),
-            boot_id: "b".into(),
-            system_uuid: "u".into(),
-        };
-        let s = node_status(
-            "node-a",
-            "192.0.2.7",
-            "containerd://1.6.20",
-            &system,
-            10250,
-            t,
-            t,
-        );
-        let c = &s.conditions.unwrap()[0];
-        assert_eq!((c.type_.as_str(), c.status.as_str()), ("Ready", "True"));
-        let a: Vec<(String, String)> = s
-            .addresses
-            .unwrap()
-            .into_iter()
-            .map(|a| (a.type_, a.address))
-            .collect();
-        assert_eq!(
-            a,
-            [
-                ("InternalIP".to_string(), "192.0.2.7".to_string()),
-                ("Hostname".to_string(), "node-a".to_string())
-            ]
-        );
-        let info = s.node_info.unwrap();
-        assert_eq!(info.container_runtime_version, "containerd://1.6.20");
-        assert_eq!(info.kernel_version, "6.1.0-18-amd64");
-        assert_eq!(info.os_image, "Debian GNU/Linux 12 (bookworm)");
-        let ids = (info.machine_id, info.boot_id, info.system_uuid);
-        assert_eq!(ids, ("m".into(), "b".into(), "u".into()));
-    }
-
-    fn kubelet_port(s: &NodeStatus) -> Option<i32> {
-        Some(s.daemon_endpoints.as_ref()?.kubelet_endpoint.as_ref()?.port)
-    }
-
-    #[test]
-    fn the_kubelet_endpoint_carries_the_servers_port() {
-        let t = jiff::Timestamp::from_second(100).unwrap();
-        let s = |port| node_status("n", "192.0.2.7", "c", &NodeSystem::default(), port, t, t);
-        for port in [10250, 1, 65535, 12345] {
-            assert_eq!(kubelet_port(&s(port)), Some(i32::from(port)), "{port}");
-        }
-        // No server: 0 is sent, not left out, so a patch clears an old port.
-        assert_eq!(kubelet_port(&s(0)), Some(0));
-        let patch = serde_json::json!({ "status": s(0) });
-        assert_eq!(
-            patch["status"]["daemonEndpoints"],
-            serde_json::json!({ "kubeletEndpoint": { "Port": 0 } })
-        );
-        let patch = serde_json::json!({ "status": s(10250) });
-        assert_eq!(
-            patch["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"],
-            10250
-        );
-    }
-
-    #[test]
-    fn lease_is_held_by_the_node_and_owned_by_it() {
-        let t = jiff::Timestamp::from_second(100).unwrap();
-        let l = node_lease("node-a", "uid-1", t);
-        assert_eq!(l.metadata.namespace.as_deref(), Some("kube-node-lease"));
-        assert_eq!(l.metadata.owner_references.unwrap()[0].uid, "uid-1");
-        let spec = l.spec.unwrap();
-        assert_eq!(spec.holder_identity.as_deref(), Some("node-a"));
-        assert_eq!(spec.lease_duration_seconds, Some(40));
-    }
-}
+#[path = "node_tests.rs"]
+mod tests;

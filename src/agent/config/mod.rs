@@ -1,13 +1,14 @@
 //! `crilet run` settings: flags over an optional KubeletConfiguration-style file over defaults.
 //! This file is the shared loader; each feature resolves its own fields in a file beside it.
-//! May import `cri`, `units`, `config`, `images::policy`, `stats` and `kuberuntime`; never the
-//! rest of `agent`.
+//! May import `cri`, `units`, `config`, `images::policy`, `stats`, `mirror` and `kuberuntime`;
+//! never the rest of `agent`.
 
 mod features;
 mod image_gc;
 mod kubelet_server;
 mod logs;
 mod mirror;
+mod node_status;
 mod runtime;
 mod servers;
 mod sources;
@@ -27,6 +28,7 @@ pub use kubelet_server::{
     KubeletServerSettings,
 };
 pub use logs::{ContainerLogArgs, ContainerLogFile, ContainerLogSettings};
+pub use node_status::{NodeStatusArgs, NodeStatusFile, NodeStatusSettings};
 pub use runtime::DEFAULT_RUNTIME_REQUEST_TIMEOUT;
 pub use servers::{AuthenticationConfig, ServeSettings, X509Config};
 pub use sources::{DEFAULT_FILE_CHECK_FREQUENCY, DEFAULT_HTTP_CHECK_FREQUENCY, parse_header};
@@ -122,6 +124,10 @@ pub struct RunArgs {
     /// Container log rotation (`--container-log-*`).
     #[command(flatten)]
     pub container_logs: ContainerLogArgs,
+    /// The Node's capacity, allocatable and conditions (`--kube-reserved`,
+    /// `--eviction-hard`, `--max-pods`, ...).
+    #[command(flatten)]
+    pub node_status: NodeStatusArgs,
     /// crilet's gRPC API (stats, pods) on this unix socket, mode 0600.
     #[arg(long)]
     pub socket: Option<PathBuf>,
@@ -203,6 +209,8 @@ pub struct ConfigFile {
     pub image_gc: crate::images::policy::ImageGcFile,
     #[serde(flatten)]
     pub container_logs: ContainerLogFile,
+    #[serde(flatten)]
+    pub node_status: NodeStatusFile,
     pub tls_cert_file: Option<PathBuf>,
     pub tls_private_key_file: Option<PathBuf>,
     pub authentication: Option<AuthenticationConfig>,
@@ -247,6 +255,7 @@ pub struct Settings {
     pub kubeconfig: Option<PathBuf>,
     pub image_gc: crate::images::policy::GcPolicy,
     pub container_logs: ContainerLogSettings,
+    pub node_status: NodeStatusSettings,
     pub serve: ServeSettings,
     pub kubelet_server: KubeletServerSettings,
 }
@@ -345,6 +354,7 @@ pub fn resolve(args: &RunArgs, file: &ConfigFile, origin: &str) -> Result<Settin
         kubeconfig: mirror::resolve_kubeconfig(args),
         image_gc: image_gc::resolve_image_gc(args, file)?,
         container_logs: logs::resolve_container_logs(args, file, origin)?,
+        node_status: node_status::resolve_node_status(args, file, origin)?,
         serve: servers::resolve_serve(args, file)?,
         kubelet_server: kubelet_server::resolve_kubelet_server(args, file, origin)?,
     })

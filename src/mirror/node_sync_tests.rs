@@ -1,0 +1,245 @@
+//! The Node driver on the fake client, in paused time: one create with the
+//! status, then one Lease PUT per pass and a status PATCH only on a change
+//! or when the report period is due.
+
+use super::*;
+use crate::mirror::eviction::{Observed, Signal, default_eviction_hard, parse_thresholds};
+use crate::mirror::fake::FakeMirrorClient;
+
+pub(crate) fn policy() -> NodeStatusPolicy {
+    NodeStatusPolicy {
+        eviction_hard: parse_thresholds(&default_eviction_hard()).unwrap(),
+        transition_period: Duration::from_secs(3600),
+        max_images: 50,
+        update_frequency: Duration::from_secs(10),
+        report_frequency: Duration::from_secs(300),
+    }
+}
+
+fn facts() -> NodeFacts {
+    let capacity = NodeResources::from_machine(2, 4 << 30, 110);
+    NodeFacts {
+        name: "node-a".into(),
+        ip: "192.0.2.1".into(),
+        runtime_version: "containerd://1".into(),
+        system: NodeSystem::default(),
+        kubelet_port: 10250,
+        allocatable: capacity.clone(),
+        capacity,
+    }
+}
+
+fn healthy() -> Observation {
+    let o = |available, capacity| {
+        Some(Observed {
+            available,
+            capacity,
+        })
+    };
+    Observation {
+        memory: o(3 << 30, 4 << 30),
+        nodefs: o(50, 100),
+        nodefs_inodes: o(50, 100),
+        imagefs: o(50, 100),
+        imagefs_inodes: o(50, 100),
+        ..Default::default()
+    }
+}
+
+struct Running {
+    client: Arc<FakeMirrorClient>,
+    observation: watch::Sender<Option<Observation>>,
+    node_rx: watch::Receiver<Option<NodeRef>>,
+    cancel: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Starts the loop and waits until it registered, then 1 ms more, so each
+/// [`tick`] after lands just past one of its passes.
+async fn started() -> Running {
+    let mut r = start();
+    r.node_rx.changed().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    r
+}
+
+fn start() -> Running {
+    let client = Arc::new(FakeMirrorClient::new());
+    let (observation, rx) = watch::channel(Some(healthy()));
+    let (node_tx, node_rx) = watch::channel(None);
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(node_loop(
+        client.clone(),
+        facts(),
+        policy(),
+        NodeInputs {
+            observation: rx,
+            images: None,
+        },
+        node_tx,
+        cancel.clone(),
+    ));
+    Running {
+        client,
+        observation,
+        node_rx,
+        cancel,
+        task,
+    }
+}
+
+/// The calls made from call `from` on.
+fn calls_since(client: &FakeMirrorClient, from: usize) -> Vec<String> {
+    client.calls()[from..].to_vec()
+}
+
+async fn tick() {
+    tokio::time::sleep(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn registers_with_its_status_then_renews_the_lease_and_writes_only_when_due() {
+    let r = started().await;
+    let node = r.node_rx.borrow().clone().unwrap();
+    assert_eq!(
+        calls_since(&r.client, 0),
+        [
+            "get_node node-a",
+            "create_node node-a",
+            "renew_lease node-a"
+        ],
+        "one create, with the status in it"
+    );
+    // (This read is the fourth call.)
+    let registered = r.client.get_node("node-a").await.unwrap().unwrap();
+    assert_eq!(Some(node.uid), registered.metadata.uid);
+    let status = registered.status.expect("registered with a status");
+    assert_eq!(status.addresses.unwrap()[0].address, "192.0.2.1");
+    let endpoint = status.daemon_endpoints.and_then(|d| d.kubelet_endpoint);
+    assert_eq!(endpoint.map(|e| e.port), Some(10250));
+    let capacity = status.capacity.unwrap();
+    assert_eq!(capacity["cpu"].0, "2");
+    assert_eq!(capacity["memory"].0, "4Gi");
+    assert_eq!(capacity["pods"].0, "110");
+    let types: Vec<String> = (status.conditions.unwrap().into_iter())
+        .map(|c| format!("{}={}", c.type_, c.status))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "MemoryPressure=False",
+            "DiskPressure=False",
+            "PIDPressure=False",
+            "Ready=True"
+        ]
+    );
+    // Idle: one cached Lease PUT per pass, nothing else, until the report
+    // period (5 m) is due.
+    let seen = r.client.calls().len();
+    for _ in 0..29 {
+        tick().await;
+    }
+    let idle = calls_since(&r.client, seen);
+    assert_eq!(idle.len(), 29, "{idle:?}");
+    assert!(
+        idle.iter().all(|c| c == "renew_lease_cached node-a"),
+        "{idle:?}"
+    );
+    tick().await;
+    let due = calls_since(&r.client, seen + 29);
+    assert_eq!(
+        due,
+        ["patch_node_status node-a", "renew_lease_cached node-a"],
+        "the unchanged status once per report period"
+    );
+    r.cancel.cancel();
+    r.task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_met_threshold_is_written_at_the_next_pass_and_transitions_once() {
+    let r = started().await;
+    let seen = r.client.calls().len();
+    let mut full = healthy();
+    full.nodefs = Some(Observed {
+        available: 5,
+        capacity: 100,
+    });
+    r.observation.send_replace(Some(full));
+    tick().await;
+    assert_eq!(
+        calls_since(&r.client, seen),
+        ["patch_node_status node-a", "renew_lease_cached node-a"]
+    );
+    let node = r.client.get_node("node-a").await.unwrap().unwrap();
+    let conditions = node.status.unwrap().conditions.unwrap();
+    let disk = conditions
+        .iter()
+        .find(|c| c.type_ == "DiskPressure")
+        .unwrap();
+    assert_eq!(disk.status, "True");
+    assert_eq!(disk.reason.as_deref(), Some("KubeletHasDiskPressure"));
+    let since = disk.last_transition_time.clone();
+    // Still full, and then clear within the transition period: True stays,
+    // unchanged, so nothing more is written.
+    let seen = r.client.calls().len();
+    tick().await;
+    r.observation.send_replace(Some(healthy()));
+    tick().await;
+    let calls = calls_since(&r.client, seen);
+    assert!(
+        calls.iter().all(|c| c.starts_with("renew_lease")),
+        "{calls:?}"
+    );
+    let node = r.client.get_node("node-a").await.unwrap().unwrap();
+    let conditions = node.status.unwrap().conditions.unwrap();
+    let disk = conditions
+        .iter()
+        .find(|c| c.type_ == "DiskPressure")
+        .unwrap();
+    assert_eq!(
+        (disk.status.as_str(), &disk.last_transition_time),
+        ("True", &since)
+    );
+    r.cancel.cancel();
+    r.task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_renewal_reads_the_node_and_lease_again() {
+    let r = started().await;
+    r.client.fail_next("renew_lease_cached");
+    let seen = r.client.calls().len();
+    tick().await;
+    tokio::time::sleep(RETRY_DELAY).await;
+    assert_eq!(
+        calls_since(&r.client, seen),
+        [
+            "renew_lease_cached node-a",
+            "get_node node-a",
+            "renew_lease node-a"
+        ],
+        "no status write: it did not change"
+    );
+    r.cancel.cancel();
+    r.task.await.unwrap();
+}
+
+#[test]
+fn unknown_readings_raise_no_pressure() {
+    let mut tracker = PressureTracker::default();
+    let now = jiff::Timestamp::from_second(1000).unwrap();
+    let p = policy();
+    let none = tracker.synchronize(
+        &p.eviction_hard,
+        &Observation::default(),
+        now,
+        p.transition_period,
+    );
+    assert!(none.is_empty());
+    assert!(
+        p.eviction_hard
+            .iter()
+            .any(|t| t.signal == Signal::NodeFsAvailable)
+    );
+}
