@@ -1,0 +1,299 @@
+//! The Node crilet registers, on the real kube-apiserver: its capacity,
+//! allocatable (with reservations), conditions and nodeInfo, each compared
+//! with what the machine says through other tools (getconf, /proc, stat
+//! -f, uname, os-release), its images; and DiskPressure on a small
+//! loop-mounted root dir filled past the nodefs threshold and emptied
+//! again.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
+
+use crate::agent::*;
+use crate::kube::Lab;
+use crate::mirror::start_on;
+use crate::support::eventually;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn sh(script: &str) -> String {
+    let out = Command::new("sh").args(["-c", script]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A quantity of the Node's status in whole units (millicores for cpu).
+fn amount(node: &Node, list: &str, resource: &str) -> i64 {
+    let status = node.status.as_ref().unwrap();
+    let map = match list {
+        "capacity" => status.capacity.as_ref(),
+        _ => status.allocatable.as_ref(),
+    };
+    let q = &map.unwrap_or_else(|| panic!("no {list}"))[resource].0;
+    let q = crilet::units::quantity::parse(q).unwrap();
+    if resource == "cpu" {
+        q.milli_value().unwrap()
+    } else {
+        q.value().unwrap()
+    }
+}
+
+fn condition<'a>(node: &'a Node, type_: &str) -> &'a NodeCondition {
+    (node.status.as_ref().and_then(|s| s.conditions.as_ref()))
+        .and_then(|cs| cs.iter().find(|c| c.type_ == type_))
+        .unwrap_or_else(|| panic!("no {type_} condition: {:?}", node.status))
+}
+
+async fn node_where(lab: &Lab, name: &str, what: &str, check: impl Fn(&Node) -> bool) -> Node {
+    let found = eventually(LIMIT, || async {
+        lab.node(name).await.filter(|n| check(n))
+    })
+    .await;
+    match found {
+        Some(n) => n,
+        None => panic!(
+            "node {name}: {what} within {LIMIT:?}: {:?}",
+            lab.node(name).await.map(|n| n.status)
+        ),
+    }
+}
+
+const MI: i64 = 1 << 20;
+const GI: i64 = 1 << 30;
+
+#[tokio::test]
+#[ignore = "needs a runtime (CRILET_AGENT_TEST_ENDPOINT) and the real API server"]
+async fn capacity_allocatable_conditions_and_node_info_are_the_machines() {
+    let _guard = AGENT_LOCK.lock().await;
+    let rt = agent_runtime();
+    clean_runtime(&rt).await;
+    let lab = Lab::connect().await;
+    let node = lab.claim("crilet-node-16").await;
+    let agent = start_on(
+        &node,
+        &[
+            "--kube-reserved=cpu=100m,memory=100Mi".into(),
+            "--system-reserved=memory=50Mi,ephemeral-storage=1Gi".into(),
+            "--max-pods=42".into(),
+        ],
+    );
+    agent.write(
+        "web.yaml",
+        &busybox_pod("web", "Always", "exec sleep 100000"),
+    );
+    let n = node_where(&lab, &node.name, "a capacity", |n| {
+        n.status.as_ref().is_some_and(|s| s.capacity.is_some())
+    })
+    .await;
+
+    // Capacity, read independently.
+    let cores: i64 = sh("getconf _NPROCESSORS_ONLN").parse().unwrap();
+    assert_eq!(amount(&n, "capacity", "cpu"), cores * 1000);
+    let mem_kib: i64 = sh("awk '/^MemTotal:/ {print $2}' /proc/meminfo")
+        .parse()
+        .unwrap();
+    assert_eq!(amount(&n, "capacity", "memory"), mem_kib * 1024);
+    let cap = n.status.as_ref().unwrap().capacity.as_ref().unwrap();
+    assert_eq!(
+        cap["memory"].0,
+        format!("{mem_kib}Ki"),
+        "printed as the kubelet"
+    );
+    assert_eq!(cap["pods"].0, "42");
+    let root = agent.root.path().display().to_string();
+    let fs_bytes: i64 = sh(&format!(
+        "set -- $(stat -f -c '%b %S' {root}); echo $(($1 * $2))"
+    ))
+    .parse()
+    .unwrap();
+    assert_eq!(amount(&n, "capacity", "ephemeral-storage"), fs_bytes);
+    let hugepages: i64 = sh(
+        "for d in /sys/kernel/mm/hugepages/hugepages-*kB; do [ -d \"$d\" ] || continue; \
+         k=${d##*hugepages-}; k=${k%kB}; echo $(( k * 1024 * $(cat $d/nr_hugepages) )); \
+         done | awk '{s += $1} END {print s + 0}'",
+    )
+    .parse()
+    .unwrap();
+
+    // Allocatable: capacity less both reservations and the hard eviction
+    // thresholds (memory.available<100Mi, nodefs.available<10%), memory
+    // also less the hugepages.
+    assert_eq!(amount(&n, "allocatable", "cpu"), cores * 1000 - 100);
+    assert_eq!(
+        amount(&n, "allocatable", "memory"),
+        mem_kib * 1024 - 100 * MI - 50 * MI - 100 * MI - hugepages
+    );
+    let ten_percent = (fs_bytes as f64 * f64::from(0.1f32)) as i64;
+    assert_eq!(
+        amount(&n, "allocatable", "ephemeral-storage"),
+        (fs_bytes - GI - ten_percent).max(0)
+    );
+    assert_eq!(amount(&n, "allocatable", "pods"), 42);
+
+    // Conditions: the three pressures, then Ready.
+    let types: Vec<&str> = (n.status.as_ref().unwrap().conditions.iter().flatten())
+        .map(|c| c.type_.as_str())
+        .collect();
+    assert_eq!(
+        types,
+        ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]
+    );
+    assert_eq!(condition(&n, "Ready").status, "True");
+    // (DiskPressure is left alone: a shared disk may well be past
+    // imagefs.available<15%, as it was here, and then True is right.)
+    assert_eq!(condition(&n, "MemoryPressure").status, "False");
+    assert_eq!(
+        condition(&n, "PIDPressure").reason.as_deref(),
+        Some("KubeletHasSufficientPID")
+    );
+
+    // nodeInfo, read independently.
+    let info = n.status.as_ref().unwrap().node_info.clone().unwrap();
+    assert_eq!(info.kernel_version, sh("uname -r"));
+    assert_eq!(
+        info.os_image,
+        sh(". /etc/os-release; echo \"$PRETTY_NAME\"")
+    );
+    assert_eq!(info.boot_id, sh("cat /proc/sys/kernel/random/boot_id"));
+    if Path::new("/etc/machine-id").exists() {
+        assert_eq!(info.machine_id, sh("cat /etc/machine-id"));
+    }
+    assert_eq!(info.operating_system, "linux");
+    assert_eq!(info.architecture, crilet::mirror::node::kube_arch());
+    assert_eq!(
+        info.kubelet_version,
+        crilet::mirror::node::kubelet_version()
+    );
+    assert!(
+        info.kubelet_version.starts_with("v1.32.0+crilet."),
+        "{info:?}"
+    );
+    let runtime = info.container_runtime_version;
+    assert!(
+        runtime.starts_with("containerd://") || runtime.starts_with("cri-o://"),
+        "{runtime}"
+    );
+
+    // Images: the pod's busybox among them, largest first.
+    let n = node_where(&lab, &node.name, "busybox in status.images", |n| {
+        (n.status.as_ref().and_then(|s| s.images.as_ref())).is_some_and(|is| {
+            is.iter()
+                .flat_map(|i| i.names.iter().flatten())
+                .any(|x| x.contains("busybox"))
+        })
+    })
+    .await;
+    let images = n.status.unwrap().images.unwrap();
+    assert!(images.len() <= 50);
+    let sizes: Vec<i64> = images.iter().map(|i| i.size_bytes.unwrap_or(0)).collect();
+    assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "{sizes:?}");
+    drop(agent);
+}
+
+/// A loop-mounted ext4 on `dir`, unmounted (and its image removed) on drop.
+struct LoopFs {
+    dir: std::path::PathBuf,
+    image: tempfile::NamedTempFile,
+}
+
+impl LoopFs {
+    fn mount(dir: &Path, mib: u64) -> LoopFs {
+        let image = tempfile::NamedTempFile::new().unwrap();
+        image.as_file().set_len(mib << 20).unwrap();
+        let img = image.path().display();
+        sh(&format!("mkfs.ext4 -q -F -m 0 {img}"));
+        sh(&format!("mount -o loop {img} {}", dir.display()));
+        LoopFs {
+            dir: dir.to_owned(),
+            image,
+        }
+    }
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+        let _ = &self.image;
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs a runtime (CRILET_AGENT_TEST_ENDPOINT), the real API server and root (mount)"]
+async fn disk_pressure_goes_true_on_a_full_root_dir_and_back_to_false() {
+    let _guard = AGENT_LOCK.lock().await;
+    let rt = agent_runtime();
+    clean_runtime(&rt).await;
+    let lab = Lab::connect().await;
+    let node = lab.claim("crilet-node-17").await;
+    let mut args = node.kubeconfig_args();
+    // Only the nodefs threshold: the runtime's image filesystem is the
+    // machine's disk, which may be past imagefs.available<15% already.
+    args.extend(
+        [
+            "--eviction-hard=nodefs.available<10%",
+            "--eviction-pressure-transition-period=1s",
+            "--stats-period=1s",
+            "--node-status-update-frequency=1s",
+        ]
+        .map(String::from),
+    );
+    let mut agent = AgentProcess::prepare_on(&node.name, &args);
+    let fs = LoopFs::mount(agent.root.path(), 64);
+    agent.spawn();
+    let n = node_where(&lab, &node.name, "DiskPressure False", |n| {
+        n.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c.type_ == "DiskPressure" && c.status == "False")
+            })
+    })
+    .await;
+    let fs_bytes = amount(&n, "capacity", "ephemeral-storage");
+    assert!(
+        fs_bytes < 64 * MI && fs_bytes > 32 * MI,
+        "the loop fs: {fs_bytes}"
+    );
+    let calm_since = condition(&n, "DiskPressure").last_transition_time.clone();
+
+    // Fill it to 5 % free: past nodefs.available<10%.
+    let avail: i64 = sh(&format!(
+        "set -- $(stat -f -c '%a %S' {}); echo $(($1 * $2))",
+        fs.dir.display()
+    ))
+    .parse()
+    .unwrap();
+    let fill = fs.dir.join("fill");
+    let keep = fs_bytes / 20;
+    sh(&format!("fallocate -l {} {}", avail - keep, fill.display()));
+    let n = node_where(&lab, &node.name, "DiskPressure True", |n| {
+        condition(n, "DiskPressure").status == "True"
+    })
+    .await;
+    let c = condition(&n, "DiskPressure");
+    assert_eq!(c.reason.as_deref(), Some("KubeletHasDiskPressure"));
+    assert_eq!(c.message.as_deref(), Some("kubelet has disk pressure"));
+    assert_ne!(c.last_transition_time, calm_since, "it moved");
+    let pressed_since = c.last_transition_time.clone();
+    // Memory and PIDs are not affected.
+    assert_eq!(condition(&n, "MemoryPressure").status, "False");
+
+    // Emptied: False again once the (1 s) transition period has passed.
+    std::fs::remove_file(&fill).unwrap();
+    let n = node_where(&lab, &node.name, "DiskPressure False again", |n| {
+        condition(n, "DiskPressure").status == "False"
+    })
+    .await;
+    let c = condition(&n, "DiskPressure");
+    assert_eq!(c.reason.as_deref(), Some("KubeletHasNoDiskPressure"));
+    assert_ne!(c.last_transition_time, pressed_since);
+    agent.terminate();
+    drop(fs);
+}
