@@ -339,6 +339,9 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
                 // The kubelet server's port (0 with `--port 0`): where the
                 // API server sends logs, exec, attach and port-forward.
                 kubelet_port: settings.kubelet_server.port,
+                register_with_taints: (settings.register_with_taints.iter())
+                    .map(crilet::agent::config::NodeTaint::to_api)
+                    .collect(),
                 view: handles.view.clone(),
                 statuses: handles.statuses.clone(),
                 status_changed: handles.status_changed.clone(),

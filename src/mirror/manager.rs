@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Taint};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -35,6 +35,8 @@ pub struct MirrorManager {
     pub system: NodeSystem,
     /// The kubelet server's port for `daemonEndpoints` (`--port`); 0: none.
     pub kubelet_port: u16,
+    /// The taints the Node is created with (`--register-with-taints`).
+    pub register_with_taints: Vec<Taint>,
     pub view: watch::Receiver<Arc<AgentView>>,
     pub statuses: StatusCache,
     /// Changes whenever a static pod's status changes.
@@ -55,6 +57,7 @@ impl MirrorManager {
                 runtime_version: self.runtime_version.clone(),
                 system: self.system.clone(),
                 kubelet_port: self.kubelet_port,
+                register_with_taints: self.register_with_taints.clone(),
             },
             node_tx,
             cancel.clone(),
@@ -77,6 +80,7 @@ struct NodeFacts {
     runtime_version: String,
     system: NodeSystem,
     kubelet_port: u16,
+    register_with_taints: Vec<Taint>,
 }
 
 /// Gets or creates the Node, then keeps its status and lease fresh.
@@ -108,7 +112,9 @@ async fn node_loop(
                 Some(_) => client.patch_node_status(&name, &status).await?,
                 None => {
                     tracing::info!(node = %name, "registering the node");
-                    client.create_node(&new_node(&name, status)).await?
+                    client
+                        .create_node(&new_node(&name, status, &facts.register_with_taints))
+                        .await?
                 }
             };
             let uid = node.metadata.uid.clone().unwrap_or_default();
@@ -389,6 +395,7 @@ mod tests {
             runtime_version: "containerd://1".into(),
             system: NodeSystem::default(),
             kubelet_port: 10250,
+            register_with_taints: Vec::new(),
             view,
             statuses,
             status_changed,
@@ -515,6 +522,7 @@ mod tests {
                 runtime_version: "containerd://1".into(),
                 system: NodeSystem::default(),
                 kubelet_port: 10250,
+                register_with_taints: Vec::new(),
             },
             node_tx,
             cancel.clone(),

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{
-    DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeStatus,
-    NodeSystemInfo,
+    DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus,
+    NodeSystemInfo, Taint,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference, Time};
 
@@ -24,8 +24,12 @@ pub fn kube_arch() -> &'static str {
 }
 
 /// A new Node object for `name`, labelled as the kubelet labels its node,
-/// with its first `status` (the API server keeps a status sent on create).
-pub fn new_node(name: &str, status: NodeStatus) -> Node {
+/// with its first `status` (the API server keeps a status sent on create)
+/// and its registration `taints`. The taints go only here: NodeRestriction
+/// refuses a node's own later change of them ("is not allowed to modify
+/// taints"), so a changed `--register-with-taints` reaches an existing
+/// Node only through an admin (`kubectl taint`) or a new Node.
+pub fn new_node(name: &str, status: NodeStatus, taints: &[Taint]) -> Node {
     Node {
         metadata: ObjectMeta {
             name: Some(name.to_string()),
@@ -39,7 +43,10 @@ pub fn new_node(name: &str, status: NodeStatus) -> Node {
             ])),
             ..Default::default()
         },
-        spec: None,
+        spec: (!taints.is_empty()).then(|| NodeSpec {
+            taints: Some(taints.to_vec()),
+            ..Default::default()
+        }),
         status: Some(status),
     }
 }
@@ -155,8 +162,9 @@ mod tests {
             t,
             t,
         );
-        let n = new_node("node-a", status.clone());
+        let n = new_node("node-a", status.clone(), &[]);
         assert_eq!(n.status, Some(status), "registered with its status");
+        assert_eq!(n.spec, None, "no taints: no spec");
         let l = n.metadata.labels.unwrap();
         assert_eq!(l["kubernetes.io/hostname"], "node-a");
         assert_eq!(l["kubernetes.io/os"], "linux");
@@ -166,6 +174,34 @@ mod tests {
         assert_eq!(kube_arch(), "amd64");
         #[cfg(target_arch = "aarch64")]
         assert_eq!(kube_arch(), "arm64");
+    }
+
+    #[test]
+    fn node_is_created_with_its_registration_taints_in_order() {
+        let t = jiff::Timestamp::from_second(100).unwrap();
+        let status = node_status("n", "192.0.2.7", "c", &NodeSystem::default(), 0, t, t);
+        let taints = [
+            Taint {
+                key: "crilet.dev/static-pods-only".into(),
+                value: Some("true".into()),
+                effect: "NoSchedule".into(),
+                time_added: None,
+            },
+            Taint {
+                key: "b".into(),
+                effect: "NoExecute".into(),
+                ..Default::default()
+            },
+        ];
+        let n = new_node("n", status, &taints);
+        let spec = serde_json::to_value(n.spec).unwrap();
+        assert_eq!(
+            spec,
+            serde_json::json!({"taints": [
+                {"key": "crilet.dev/static-pods-only", "value": "true", "effect": "NoSchedule"},
+                {"key": "b", "effect": "NoExecute"},
+            ]})
+        );
     }
 
     #[test]
