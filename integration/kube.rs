@@ -89,7 +89,8 @@ impl NodeClaim {
     }
 }
 
-async fn client_from(path: &std::path::Path) -> kube::Client {
+/// A client with the credentials of kubeconfig `path`.
+pub async fn client_from(path: &std::path::Path) -> kube::Client {
     let kubeconfig = kube::config::Kubeconfig::read_from(path)
         .unwrap_or_else(|e| panic!("reading kubeconfig {}: {e}", path.display()));
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())

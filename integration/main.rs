@@ -35,6 +35,7 @@ mod mirror;
 mod mirror_client;
 mod mirror_faults;
 mod mirror_forbidden;
+mod node_admission;
 mod node_status;
 mod probes;
 mod sd_notify;

@@ -79,7 +79,7 @@ async fn the_node_client_against_the_real_api_server() {
     };
     let status = node_status(&inputs(10250), &[], now);
     let created = client
-        .create_node(&new_node(&node.name, status))
+        .create_node(&new_node(&node.name, status, &[]))
         .await
         .unwrap();
     let node_uid = created.metadata.uid.clone().expect("a node uid");

@@ -393,6 +393,9 @@ fn node_facts(
         kubelet_port: settings.kubelet_server.port,
         capacity,
         allocatable,
+        register_with_taints: (settings.register_with_taints.iter())
+            .map(crilet::agent::config::NodeTaint::to_api)
+            .collect(),
     }
 }
 

@@ -1,13 +1,14 @@
 //! The mirror pod driver: registers the Node and keeps its Lease, watches
 //! the pods bound to the node, creates and deletes mirror pods as `decide`
-//! says, and writes each static pod's status to its mirror.
+//! says, and writes each static pod's status to its mirror. Every other pod
+//! bound to the node goes to the admission loop, which rejects it.
 //!
 //! Invariants: it never touches the runtime, so an API server that errors,
 //! hangs or is down can never stop or restart a static pod; it reads the
 //! agent's state through snapshots and hands the mirror pods it sees to the
 //! sync loop, which alone writes the pod manager.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::admission::admission_loop;
 use super::client::{MirrorClient, MirrorError, PodEvent};
 use super::decide::{
     DeleteReason, MirrorAction, MirrorInputs, NodeRef, decide, mirror_pod_for, status_differs,
@@ -75,7 +77,8 @@ impl MirrorManager {
     }
 }
 
-/// Follows the pods bound to this node; passes the mirror pods on.
+/// Follows the pods bound to this node; passes the mirror pods on, and
+/// every other pod to the admission loop it starts, which rejects them.
 async fn watch_loop(
     client: Arc<dyn MirrorClient>,
     node: String,
@@ -85,7 +88,9 @@ async fn watch_loop(
 ) {
     let mut stream = client.watch_pods(&node);
     let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
-    let mut logged: HashSet<String> = HashSet::new();
+    // Its own task: a slow rejection write never holds up mirror pods.
+    let (api_pods_tx, api_pods_rx) = watch::channel(BTreeMap::new());
+    tokio::spawn(admission_loop(client.clone(), api_pods_rx, cancel.clone()));
     let mut failing = false;
     loop {
         let event = tokio::select! {
@@ -122,14 +127,10 @@ async fn watch_loop(
                 continue;
             }
         }
-        let mut mirrors = BTreeMap::new();
-        for (uid, p) in &pods {
-            if pod::is_mirror_pod(p) {
-                mirrors.insert(uid.clone(), p.clone());
-            } else if logged.insert(uid.clone()) {
-                tracing::info!(pod = %pod::full_name(p), uid, "pod bound to this node is not a mirror pod; crilet does not run API pods yet");
-            }
-        }
+        let (mirrors, api_pods): (BTreeMap<_, _>, BTreeMap<_, _>) = (pods.iter())
+            .map(|(uid, p)| (uid.clone(), p.clone()))
+            .partition(|(_, p)| pod::is_mirror_pod(p));
+        api_pods_tx.send_replace(api_pods);
         let _ = mirrors_tx.send(mirrors.values().cloned().collect()).await;
         seen_tx.send_replace(mirrors);
     }
@@ -180,7 +181,7 @@ async fn reconcile_loop(
 }
 
 /// After a failed pass: 1 s doubling up to the resync period.
-fn retry_delay(failures: u32) -> Duration {
+pub(super) fn retry_delay(failures: u32) -> Duration {
     Duration::from_secs(1u64 << failures.saturating_sub(1).min(4)).min(RESYNC_PERIOD)
 }
 
@@ -294,6 +295,7 @@ mod tests {
     use crate::mirror::fake::FakeMirrorClient;
     use crate::pod::defaults::{PodSource, apply_static_defaults};
     use k8s_openapi::api::core::v1::PodStatus;
+    use std::collections::HashSet;
 
     fn static_pod(command: &str) -> Pod {
         let mut p: Pod = serde_json::from_value(serde_json::json!({

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{
     ContainerImage, DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints,
-    NodeStatus, NodeSystemInfo,
+    NodeSpec, NodeStatus, NodeSystemInfo, Taint,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference, Time};
 
@@ -33,8 +33,12 @@ pub fn kube_arch() -> &'static str {
 }
 
 /// A new Node object for `name`, labelled as the kubelet labels its node,
-/// with its first `status` (the API server keeps a status sent on create).
-pub fn new_node(name: &str, status: NodeStatus) -> Node {
+/// with its first `status` (the API server keeps a status sent on create)
+/// and its registration `taints`. The taints go only here: NodeRestriction
+/// refuses a node's own later change of them ("is not allowed to modify
+/// taints"), so a changed `--register-with-taints` reaches an existing
+/// Node only through an admin (`kubectl taint`) or a new Node.
+pub fn new_node(name: &str, status: NodeStatus, taints: &[Taint]) -> Node {
     Node {
         metadata: ObjectMeta {
             name: Some(name.to_string()),
@@ -48,7 +52,10 @@ pub fn new_node(name: &str, status: NodeStatus) -> Node {
             ])),
             ..Default::default()
         },
-        spec: None,
+        spec: (!taints.is_empty()).then(|| NodeSpec {
+            taints: Some(taints.to_vec()),
+            ..Default::default()
+        }),
         status: Some(status),
     }
 }

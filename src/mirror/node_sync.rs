@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ContainerImage, Node, NodeCondition, NodeStatus};
+use k8s_openapi::api::core::v1::{ContainerImage, Node, NodeCondition, NodeStatus, Taint};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -53,6 +53,8 @@ pub struct NodeFacts {
     pub kubelet_port: u16,
     pub capacity: NodeResources,
     pub allocatable: NodeResources,
+    /// The taints the Node is created with (`--register-with-taints`).
+    pub register_with_taints: Vec<Taint>,
 }
 
 /// How the status is computed and written.
@@ -205,7 +207,8 @@ async fn pass(
                 // conditions.
                 tracing::info!(node = %name, "registering the node");
                 let status = node_status(&inputs, &[], now);
-                let created = client.create_node(&new_node(name, status.clone())).await?;
+                let node = new_node(name, status.clone(), &facts.register_with_taints);
+                let created = client.create_node(&node).await?;
                 state.written = Some((status, Instant::now()));
                 state.node = Some(created);
             }

@@ -26,6 +26,11 @@ fn facts() -> NodeFacts {
         kubelet_port: 10250,
         allocatable: capacity.clone(),
         capacity,
+        register_with_taints: vec![k8s_openapi::api::core::v1::Taint {
+            key: "crilet.dev/static-pods-only".into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        }],
     }
 }
 
@@ -113,6 +118,11 @@ async fn registers_with_its_status_then_renews_the_lease_and_writes_only_when_du
     // (This read is the fourth call.)
     let registered = r.client.get_node("node-a").await.unwrap().unwrap();
     assert_eq!(Some(node.uid), registered.metadata.uid);
+    let taints = registered.spec.and_then(|s| s.taints).unwrap_or_default();
+    assert_eq!(
+        taints[0].key, "crilet.dev/static-pods-only",
+        "created with its taints"
+    );
     let status = registered.status.expect("registered with a status");
     assert_eq!(status.addresses.unwrap()[0].address, "192.0.2.1");
     let endpoint = status.daemon_endpoints.and_then(|d| d.kubelet_endpoint);

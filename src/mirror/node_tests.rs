@@ -2,6 +2,7 @@
 //! changed-status test and the lease.
 
 use super::*;
+use k8s_openapi::api::core::v1::Taint;
 
 fn t(s: i64) -> jiff::Timestamp {
     jiff::Timestamp::from_second(s).unwrap()
@@ -44,8 +45,9 @@ fn status_at(
 #[test]
 fn node_is_labelled_like_the_kubelets_and_carries_its_status() {
     let status = status_at(10250, &BTreeSet::new(), &[], 100);
-    let n = new_node("node-a", status.clone());
+    let n = new_node("node-a", status.clone(), &[]);
     assert_eq!(n.status, Some(status), "registered with its status");
+    assert_eq!(n.spec, None, "no taints: no spec");
     let l = n.metadata.labels.unwrap();
     assert_eq!(l["kubernetes.io/hostname"], "node-a");
     assert_eq!(l["kubernetes.io/os"], "linux");
@@ -55,6 +57,33 @@ fn node_is_labelled_like_the_kubelets_and_carries_its_status() {
     assert_eq!(kube_arch(), "amd64");
     #[cfg(target_arch = "aarch64")]
     assert_eq!(kube_arch(), "arm64");
+}
+
+#[test]
+fn node_is_created_with_its_registration_taints_in_order() {
+    let status = status_at(0, &BTreeSet::new(), &[], 100);
+    let taints = [
+        Taint {
+            key: "crilet.dev/static-pods-only".into(),
+            value: Some("true".into()),
+            effect: "NoSchedule".into(),
+            time_added: None,
+        },
+        Taint {
+            key: "b".into(),
+            effect: "NoExecute".into(),
+            ..Default::default()
+        },
+    ];
+    let n = new_node("n", status, &taints);
+    let spec = serde_json::to_value(n.spec).unwrap();
+    assert_eq!(
+        spec,
+        serde_json::json!({"taints": [
+            {"key": "crilet.dev/static-pods-only", "value": "true", "effect": "NoSchedule"},
+            {"key": "b", "effect": "NoExecute"},
+        ]})
+    );
 }
 
 #[test]

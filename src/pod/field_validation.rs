@@ -187,7 +187,7 @@ pub(super) fn unsupported(value: &str, supported: &[&str]) -> String {
 /// A qualified name (`[prefix/]name`): the name 1..=63 of alphanumerics,
 /// '-', '_', '.', starting and ending alphanumeric; the prefix a DNS-1123
 /// subdomain.
-fn qualified_name_problem(key: &str) -> Option<String> {
+pub fn qualified_name_problem(key: &str) -> Option<String> {
     let (prefix, name) = match key.split_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),
@@ -228,7 +228,9 @@ fn qualified_name_problem(key: &str) -> Option<String> {
     })
 }
 
-fn label_value_problem(value: &str) -> Option<String> {
+/// A label value: empty, or up to 63 alphanumerics, '-', '_', '.',
+/// starting and ending alphanumeric.
+pub fn label_value_problem(value: &str) -> Option<String> {
     if value.is_empty() {
         return None;
     }

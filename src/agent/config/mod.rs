@@ -12,6 +12,7 @@ mod node_status;
 mod runtime;
 mod servers;
 mod sources;
+mod taints;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -32,6 +33,11 @@ pub use node_status::{NodeStatusArgs, NodeStatusFile, NodeStatusSettings};
 pub use runtime::DEFAULT_RUNTIME_REQUEST_TIMEOUT;
 pub use servers::{AuthenticationConfig, ServeSettings, X509Config};
 pub use sources::{DEFAULT_FILE_CHECK_FREQUENCY, DEFAULT_HTTP_CHECK_FREQUENCY, parse_header};
+pub use taints::{
+    FileTaint, NodeTaint, RegisterWithTaints, STATIC_PODS_ONLY_TAINT_KEY,
+    STATIC_PODS_ONLY_TAINT_VALUE, TaintEffect, default_register_with_taints,
+    parse_register_with_taints,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -118,6 +124,13 @@ pub struct RunArgs {
     /// mirror pods on the API server. Without it crilet runs standalone.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// Taints the Node is registered with, as the kubelet's flag
+    /// (`key=value:Effect,key2:Effect`; effects NoSchedule,
+    /// PreferNoSchedule, NoExecute). Replaces crilet's default
+    /// `crilet.dev/static-pods-only=true:NoSchedule`; empty: no taint. Set
+    /// only when the Node is created.
+    #[arg(long, value_name = "KEY=VALUE:EFFECT,...", value_parser = parse_register_with_taints)]
+    pub register_with_taints: Option<RegisterWithTaints>,
     /// Image garbage collection (`--image-gc-*`, `--pinned-image`, ...).
     #[command(flatten)]
     pub image_gc: Box<crate::images::policy::ImageGcArgs>,
@@ -221,6 +234,8 @@ pub struct ConfigFile {
     pub port: Option<i64>,
     /// Gate name → enabled, as the KubeletConfiguration field.
     pub feature_gates: Option<BTreeMap<String, bool>>,
+    /// The Node's registration taints; `[]`: none.
+    pub register_with_taints: Option<Vec<FileTaint>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -253,6 +268,8 @@ pub struct Settings {
     /// `EventedPLEG` gate); otherwise relist every second.
     pub evented_pleg: bool,
     pub kubeconfig: Option<PathBuf>,
+    /// The taints the Node is created with (default: static pods only).
+    pub register_with_taints: Vec<NodeTaint>,
     pub image_gc: crate::images::policy::GcPolicy,
     pub container_logs: ContainerLogSettings,
     pub node_status: NodeStatusSettings,
@@ -352,6 +369,7 @@ pub fn resolve(args: &RunArgs, file: &ConfigFile, origin: &str) -> Result<Settin
             .unwrap_or_default(),
         evented_pleg: features::resolve_gate(args, file, origin, EVENTED_PLEG)?,
         kubeconfig: mirror::resolve_kubeconfig(args),
+        register_with_taints: taints::resolve_register_with_taints(args, file, origin)?,
         image_gc: image_gc::resolve_image_gc(args, file)?,
         container_logs: logs::resolve_container_logs(args, file, origin)?,
         node_status: node_status::resolve_node_status(args, file, origin)?,

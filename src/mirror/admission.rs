@@ -1,0 +1,161 @@
+//! The admission driver: writes the rejections [`admit`](super::admit)
+//! decides for the API pods bound to this node, with the node's own
+//! credentials (NodeRestriction lets a node write the status of the pods
+//! bound to it).
+//!
+//! Invariants: it writes pod statuses only, never the runtime or the pod
+//! manager; it runs beside the pod watch, so a slow or failing API server
+//! never holds up mirror pod work; a failed write is retried after a delay
+//! that grows per pod (1 s doubling to the resync period), never in a hot
+//! loop; each rejection is logged once, when the API server takes it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::admit::{REJECT_MESSAGE, REJECT_REASON, Rejection, pods_to_reject};
+use super::client::MirrorClient;
+use super::manager::retry_delay;
+
+/// A failed write: how many in a row, and when the next may go.
+struct Retry {
+    failures: u32,
+    due: Instant,
+}
+
+/// Follows `api_pods` (the non-mirror pods bound to the node, by UID) and
+/// rejects each, until `cancel`.
+pub(super) async fn admission_loop(
+    client: Arc<dyn MirrorClient>,
+    mut api_pods: watch::Receiver<BTreeMap<String, Pod>>,
+    cancel: CancellationToken,
+) {
+    let mut written: BTreeSet<String> = BTreeSet::new();
+    let mut retries: BTreeMap<String, Retry> = BTreeMap::new();
+    loop {
+        let pods = api_pods.borrow_and_update().clone();
+        // A pod no longer bound is forgotten; a new one has a new UID.
+        written.retain(|uid| pods.contains_key(uid));
+        retries.retain(|uid, _| pods.contains_key(uid));
+        let now = Instant::now();
+        let waiting: BTreeSet<String> = (retries.iter())
+            .filter(|(_, r)| r.due > now)
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        let rejections = pods_to_reject(pods.values(), &written, &waiting, jiff::Timestamp::now());
+        for r in rejections {
+            let result = (client.patch_pod_status(&r.namespace, &r.name, &r.status)).await;
+            match result {
+                // Gone already (the watch will say so): nothing left to do.
+                Err(e) if e.code() == Some(404) => {
+                    written.insert(r.uid);
+                }
+                Ok(()) => {
+                    retries.remove(&r.uid);
+                    tracing::warn!(
+                        pod = %r.full_name, uid = %r.uid, reason = REJECT_REASON,
+                        "pod rejected: {REJECT_MESSAGE}"
+                    );
+                    record_rejection_event(&r);
+                    written.insert(r.uid);
+                }
+                Err(e) => {
+                    let retry = retries.entry(r.uid.clone()).or_insert(Retry {
+                        failures: 0,
+                        due: now,
+                    });
+                    retry.failures += 1;
+                    retry.due = Instant::now() + retry_delay(retry.failures);
+                    if retry.failures == 1 {
+                        tracing::warn!(pod = %r.full_name, uid = %r.uid, error = %e, "cannot write the rejection of a pod; retrying");
+                    }
+                }
+            }
+        }
+        let next_retry = retries.values().map(|r| r.due).min();
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            changed = api_pods.changed() => {
+                if changed.is_err() {
+                    return; // the watch loop is gone
+                }
+            }
+            _ = tokio::time::sleep_until(next_retry.unwrap_or(now)), if next_retry.is_some() => {}
+        }
+    }
+}
+
+/// EVENTS: the Warning Event of a rejection goes here (type Warning,
+/// reason [`REJECT_REASON`], message [`REJECT_MESSAGE`], regarding the pod
+/// `r.namespace`/`r.name`/`r.uid`), as the kubelet's `rejectPod` records
+/// one. Called once per rejection, after the API server took the status.
+fn record_rejection_event(r: &Rejection) {
+    let _ = r;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mirror::fake::FakeMirrorClient;
+    use crate::mirror::manager::RESYNC_PERIOD;
+    use std::time::Duration;
+
+    fn api_pod(name: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+            "spec": {"nodeName": "node-a", "containers": [{"name": "c", "image": "busybox"}]},
+            "status": {"phase": "Pending"}
+        }))
+        .unwrap()
+    }
+
+    fn by_uid(pods: &[Pod]) -> BTreeMap<String, Pod> {
+        pods.iter()
+            .map(|p| (p.metadata.uid.clone().unwrap(), p.clone()))
+            .collect()
+    }
+
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rejects_once_and_retries_a_failed_write_later() {
+        let client = Arc::new(FakeMirrorClient::new());
+        let (tx, rx) = watch::channel(BTreeMap::new());
+        let cancel = CancellationToken::new();
+        client.fail_next("patch_pod_status");
+        let task = tokio::spawn(admission_loop(client.clone(), rx, cancel.clone()));
+
+        // The first write fails; the watch changing again does not retry it
+        // before its delay.
+        tx.send_replace(by_uid(&[api_pod("a")]));
+        settle().await;
+        assert_eq!(client.calls(), ["patch_pod_status default/a"]);
+        tx.send_replace(by_uid(&[api_pod("a")]));
+        settle().await;
+        assert_eq!(client.calls().len(), 1, "no retry before its delay");
+
+        // After the delay it is written, then never again.
+        tokio::time::sleep(Duration::from_millis(1001)).await;
+        settle().await;
+        assert_eq!(client.calls().len(), 2);
+        tx.send_replace(by_uid(&[api_pod("a")]));
+        settle().await;
+        tokio::time::sleep(RESYNC_PERIOD * 3).await;
+        assert_eq!(client.calls().len(), 2, "written once");
+
+        // A second pod is written at once, the first not again.
+        tx.send_replace(by_uid(&[api_pod("a"), api_pod("b")]));
+        settle().await;
+        assert_eq!(client.calls()[2..], ["patch_pod_status default/b"]);
+        cancel.cancel();
+        task.await.unwrap();
+    }
+}
