@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::admit::{REJECT_MESSAGE, REJECT_REASON, Rejection, pods_to_reject};
+use super::admit::{REJECT_MESSAGE, REJECT_REASON, Rejection, pods_to_finish, pods_to_reject};
 use super::client::MirrorClient;
 use super::manager::retry_delay;
 
@@ -46,6 +46,26 @@ pub(super) async fn admission_loop(
             .filter(|(_, r)| r.due > now)
             .map(|(uid, _)| uid.clone())
             .collect();
+        for f in pods_to_finish(pods.values(), &written, &waiting) {
+            match client.delete_pod(&f.namespace, &f.name, &f.uid).await {
+                Ok(()) => {
+                    retries.remove(&f.uid);
+                    tracing::info!(pod = %f.full_name, uid = %f.uid, "pod bound to this node was deleted before it ran: deleted at once, there is nothing to stop");
+                    written.insert(f.uid);
+                }
+                Err(e) => {
+                    let retry = retries.entry(f.uid.clone()).or_insert(Retry {
+                        failures: 0,
+                        due: now,
+                    });
+                    retry.failures += 1;
+                    retry.due = Instant::now() + retry_delay(retry.failures);
+                    if retry.failures == 1 {
+                        tracing::warn!(pod = %f.full_name, uid = %f.uid, error = %e, "cannot finish deleting a pod; retrying");
+                    }
+                }
+            }
+        }
         let rejections = pods_to_reject(pods.values(), &written, &waiting, jiff::Timestamp::now());
         for r in rejections {
             let result = (client.patch_pod_status(&r.namespace, &r.name, &r.status)).await;
@@ -102,6 +122,7 @@ mod tests {
     use super::*;
     use crate::mirror::fake::FakeMirrorClient;
     use crate::mirror::manager::RESYNC_PERIOD;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use std::time::Duration;
 
     fn api_pod(name: &str) -> Pod {
@@ -155,6 +176,27 @@ mod tests {
         tx.send_replace(by_uid(&[api_pod("a"), api_pod("b")]));
         settle().await;
         assert_eq!(client.calls()[2..], ["patch_pod_status default/b"]);
+        cancel.cancel();
+        task.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pod_deleted_before_it_was_rejected_is_deleted_once() {
+        let client = Arc::new(FakeMirrorClient::new());
+        let (tx, rx) = watch::channel(BTreeMap::new());
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(admission_loop(client.clone(), rx, cancel.clone()));
+        let mut p = api_pod("gone");
+        p.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::from_second(1).unwrap()));
+        tx.send_replace(by_uid(&[p.clone()]));
+        settle().await;
+        tx.send_replace(by_uid(&[p]));
+        settle().await;
+        assert_eq!(
+            client.calls(),
+            ["delete_pod default/gone"],
+            "deleted once, not rejected"
+        );
         cancel.cancel();
         task.await.unwrap();
     }

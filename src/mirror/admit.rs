@@ -8,7 +8,9 @@
 //! Invariant: pure. A pod is rejected at most once: not while its write is
 //! known done or waiting for a retry (the driver says which), and never once
 //! the API server shows it in a terminal phase, so a restarted crilet does
-//! not write it again. Mirror pods and pods being deleted are left alone.
+//! not write it again. Mirror pods are left alone; a pod being deleted is
+//! not rejected but deleted at once ([`pods_to_finish`]), so none is left
+//! Terminating for ever.
 
 use std::collections::BTreeSet;
 
@@ -56,6 +58,39 @@ pub fn pods_to_reject<'a>(
             uid: uid(p).to_string(),
             full_name: full_name(p),
             status: rejected_status(p, now),
+        })
+        .collect()
+}
+
+/// One pod to finish deleting: an API pod deleted (gracefully) before
+/// crilet rejected it. The API server waits for the node to finish a bound
+/// pod; crilet never ran it, so there is nothing to stop and it deletes it
+/// at once (grace 0, uid precondition), as the kubelet's status manager
+/// deletes a pod whose containers are gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finish {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub full_name: String,
+}
+
+/// The pods among `pods` being deleted that crilet must finish; `done` and
+/// `waiting` as for [`pods_to_reject`].
+pub fn pods_to_finish<'a>(
+    pods: impl IntoIterator<Item = &'a Pod>,
+    done: &BTreeSet<String>,
+    waiting: &BTreeSet<String>,
+) -> Vec<Finish> {
+    pods.into_iter()
+        .filter(|p| !is_mirror_pod(p))
+        .filter(|p| p.metadata.deletion_timestamp.is_some())
+        .filter(|p| !uid(p).is_empty() && !done.contains(uid(p)) && !waiting.contains(uid(p)))
+        .map(|p| Finish {
+            namespace: namespace(p).to_string(),
+            name: name(p).to_string(),
+            uid: uid(p).to_string(),
+            full_name: full_name(p),
         })
         .collect()
 }

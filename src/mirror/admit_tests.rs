@@ -185,3 +185,25 @@ fn a_start_time_the_pod_has_is_kept() {
     p.status.as_mut().unwrap().start_time = Some(Time(ts(7)));
     assert_eq!(rejected_status(&p, ts(100)).start_time, Some(Time(ts(7))));
 }
+
+#[test]
+fn which_pods_being_deleted_are_finished() {
+    let mut mirror_deleting = mirror("m");
+    mirror_deleting.metadata.deletion_timestamp = Some(Time(ts(5)));
+    let pods = [
+        deleting("d"),
+        deleting("done"),
+        deleting("later"),
+        api_pod("a"),
+        mirror_deleting,
+    ];
+    let got: Vec<String> = pods_to_finish(&pods, &set(&["uid-done"]), &set(&["uid-later"]))
+        .into_iter()
+        .map(|f| f.uid)
+        .collect();
+    assert_eq!(
+        got,
+        ["uid-d"],
+        "not a mirror, not done, not waiting, not a live pod"
+    );
+}

@@ -87,14 +87,19 @@ pub fn in_cluster_available(service_host: Option<&str>, token_exists: bool) -> b
     service_host.is_some_and(|h| !h.is_empty()) && token_exists
 }
 
-/// What the watch of this node's pods reports.
+/// What a watch reports.
 #[derive(Debug, Clone)]
-pub enum PodEvent {
-    /// A full list: these are all the pods bound to the node now.
-    Restarted(Vec<Pod>),
-    Applied(Pod),
-    Deleted(Pod),
+pub enum WatchEvent<K> {
+    /// A full list: these are all the objects the watch selects now.
+    Restarted(Vec<K>),
+    Applied(K),
+    Deleted(K),
 }
+
+/// What the watch of this node's pods reports.
+pub type PodEvent = WatchEvent<Pod>;
+/// What the watch of this node's own Node reports.
+pub type NodeEvent = WatchEvent<Node>;
 
 #[async_trait::async_trait]
 pub trait MirrorClient: Send + Sync {
@@ -116,6 +121,11 @@ pub trait MirrorClient: Send + Sync {
     -> Result<()>;
     /// Pods bound to `node`, as a list then changes; reconnects on its own.
     fn watch_pods(&self, node: &str) -> BoxStream<'static, Result<PodEvent>>;
+    /// The Node named `name` alone (`metadata.name` field selector), as a
+    /// list then changes; reconnects on its own. It is how crilet learns
+    /// that its Node was deleted, as the kubelet's node informer does,
+    /// without reading the Node every pass.
+    fn watch_node(&self, name: &str) -> BoxStream<'static, Result<NodeEvent>>;
 }
 
 /// How long crilet waits for the API server to send anything on a request
@@ -359,24 +369,34 @@ impl MirrorClient for KubeMirrorClient {
         let config = watcher::Config::default()
             .fields(&format!("spec.nodeName={node}"))
             .timeout(WATCH_TIMEOUT_SECONDS);
-        pod_events(watcher::watcher(pods, config))
+        watch_events(watcher::watcher(pods, config))
+            .backoff(WatchBackoff::default())
+            .boxed()
+    }
+
+    fn watch_node(&self, name: &str) -> BoxStream<'static, Result<NodeEvent>> {
+        let nodes: Api<Node> = Api::all(self.watch_client.clone());
+        let config = watcher::Config::default()
+            .fields(&format!("metadata.name={name}"))
+            .timeout(WATCH_TIMEOUT_SECONDS);
+        watch_events(watcher::watcher(nodes, config))
             .backoff(WatchBackoff::default())
             .boxed()
     }
 }
 
-/// The watcher's events as [`PodEvent`]s: a relist is gathered into one
+/// The watcher's events as [`WatchEvent`]s: a relist is gathered into one
 /// `Restarted`. The backoff goes on this stream, not on the watcher's: the
 /// watcher starts every relist with an `Init` event, and a backoff resets on
 /// any item, so on the raw stream a list that always fails (a 403) was
 /// retried every 500 ms for ever. Here only real progress (a completed list,
 /// a change) resets it.
-fn pod_events(
-    events: impl futures::Stream<Item = std::result::Result<watcher::Event<Pod>, watcher::Error>>
+fn watch_events<K: Send + 'static>(
+    events: impl futures::Stream<Item = std::result::Result<watcher::Event<K>, watcher::Error>>
     + Send
     + 'static,
-) -> impl futures::Stream<Item = Result<PodEvent>> + Send + 'static {
-    let mut buffer: Vec<Pod> = Vec::new();
+) -> impl futures::Stream<Item = Result<WatchEvent<K>>> + Send + 'static {
+    let mut buffer: Vec<K> = Vec::new();
     events.filter_map(move |event| {
         let out = match event {
             Ok(watcher::Event::Init) => {
@@ -388,10 +408,10 @@ fn pod_events(
                 None
             }
             Ok(watcher::Event::InitDone) => {
-                Some(Ok(PodEvent::Restarted(std::mem::take(&mut buffer))))
+                Some(Ok(WatchEvent::Restarted(std::mem::take(&mut buffer))))
             }
-            Ok(watcher::Event::Apply(p)) => Some(Ok(PodEvent::Applied(p))),
-            Ok(watcher::Event::Delete(p)) => Some(Ok(PodEvent::Deleted(p))),
+            Ok(watcher::Event::Apply(p)) => Some(Ok(WatchEvent::Applied(p))),
+            Ok(watcher::Event::Delete(p)) => Some(Ok(WatchEvent::Deleted(p))),
             Err(e) => Some(Err(MirrorError::Watch {
                 message: describe_watch(&e),
             })),

@@ -52,7 +52,7 @@ fn pod(name: &str) -> Pod {
 /// milliseconds at which it came.
 async fn timed(events: Vec<WatcherItem>, take: usize) -> Vec<(u128, String)> {
     let start = tokio::time::Instant::now();
-    let stream = pod_events(futures::stream::iter(events)).backoff(WatchBackoff::default());
+    let stream = watch_events(futures::stream::iter(events)).backoff(WatchBackoff::default());
     stream
         .take(take)
         .map(|item| {

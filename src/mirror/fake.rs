@@ -8,7 +8,7 @@ use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, PodStatus};
 
-use super::client::{MirrorClient, MirrorError, PodEvent, Result};
+use super::client::{MirrorClient, MirrorError, NodeEvent, PodEvent, Result};
 
 #[derive(Debug, Default)]
 struct State {
@@ -23,11 +23,26 @@ struct State {
 #[derive(Debug, Default)]
 pub struct FakeMirrorClient {
     state: Mutex<State>,
+    /// The receiving end of [`FakeMirrorClient::node_events`], taken by
+    /// the first `watch_node`.
+    node_events: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<NodeEvent>>>,
 }
 
 impl FakeMirrorClient {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A sender of what the node watch reports (one watch per client).
+    pub fn node_events(&self) -> tokio::sync::mpsc::UnboundedSender<NodeEvent> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        *self.node_events.lock().unwrap() = Some(rx);
+        tx
+    }
+
+    /// Removes a node, as an admin's delete.
+    pub fn delete_node(&self, name: &str) {
+        self.state.lock().unwrap().nodes.remove(name);
     }
 
     /// Calls so far, as "op ns/name".
@@ -134,5 +149,16 @@ impl MirrorClient for FakeMirrorClient {
 
     fn watch_pods(&self, _node: &str) -> BoxStream<'static, Result<PodEvent>> {
         futures::stream::pending().boxed()
+    }
+
+    /// The node's events as [`FakeMirrorClient::node_events`] sends them.
+    fn watch_node(&self, _name: &str) -> BoxStream<'static, Result<NodeEvent>> {
+        let rx = self.node_events.lock().unwrap().take();
+        match rx {
+            Some(rx) => tokio_stream::wrappers::UnboundedReceiverStream::new(rx)
+                .map(Ok)
+                .boxed(),
+            None => futures::stream::pending().boxed(),
+        }
     }
 }

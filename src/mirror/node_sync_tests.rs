@@ -253,3 +253,67 @@ fn unknown_readings_raise_no_pressure() {
             .any(|t| t.signal == Signal::NodeFsAvailable)
     );
 }
+
+#[test]
+fn the_node_is_gone_when_deleted_missing_from_a_relist_or_replaced() {
+    let node = |uid: &str| Node {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            uid: Some(uid.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let cases = [
+        (Some("a"), NodeEvent::Deleted(node("a")), true),
+        (Some("a"), NodeEvent::Deleted(node("b")), false),
+        (Some("a"), NodeEvent::Applied(node("a")), false),
+        (Some("a"), NodeEvent::Applied(node("b")), true),
+        (Some("a"), NodeEvent::Restarted(vec![]), true),
+        (Some("a"), NodeEvent::Restarted(vec![node("a")]), false),
+        (Some("a"), NodeEvent::Restarted(vec![node("b")]), true),
+        (None, NodeEvent::Deleted(node("a")), false),
+        (None, NodeEvent::Restarted(vec![]), false),
+    ];
+    for (known, event, gone) in cases {
+        assert_eq!(node_gone(known, &event), gone, "{known:?} {event:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deleted_node_is_registered_again_at_once() {
+    let client = Arc::new(FakeMirrorClient::new());
+    let events = client.node_events();
+    let (_observation, rx) = watch::channel(Some(healthy()));
+    let (node_tx, mut node_rx) = watch::channel(None);
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(node_loop(
+        client.clone(),
+        facts(),
+        policy(),
+        NodeInputs {
+            observation: rx,
+            images: None,
+        },
+        node_tx,
+        cancel.clone(),
+    ));
+    node_rx.changed().await.unwrap();
+    let first = node_rx.borrow().clone().unwrap();
+    let gone = client.get_node("node-a").await.unwrap().unwrap();
+    client.delete_node("node-a");
+    let seen = client.calls().len();
+    events.send(NodeEvent::Deleted(gone)).unwrap();
+    node_rx.changed().await.unwrap();
+    let second = node_rx.borrow().clone().unwrap();
+    assert_ne!(first.uid, second.uid, "a new Node");
+    assert_eq!(
+        calls_since(&client, seen),
+        [
+            "get_node node-a",
+            "create_node node-a",
+            "renew_lease node-a"
+        ]
+    );
+    cancel.cancel();
+    task.await.unwrap();
+}
