@@ -54,13 +54,7 @@ pub(super) async fn admission_loop(
                     written.insert(f.uid);
                 }
                 Err(e) => {
-                    let retry = retries.entry(f.uid.clone()).or_insert(Retry {
-                        failures: 0,
-                        due: now,
-                    });
-                    retry.failures += 1;
-                    retry.due = Instant::now() + retry_delay(retry.failures);
-                    if retry.failures == 1 {
+                    if failed(&mut retries, &f.uid) {
                         tracing::warn!(pod = %f.full_name, uid = %f.uid, error = %e, "cannot finish deleting a pod; retrying");
                     }
                 }
@@ -84,13 +78,7 @@ pub(super) async fn admission_loop(
                     written.insert(r.uid);
                 }
                 Err(e) => {
-                    let retry = retries.entry(r.uid.clone()).or_insert(Retry {
-                        failures: 0,
-                        due: now,
-                    });
-                    retry.failures += 1;
-                    retry.due = Instant::now() + retry_delay(retry.failures);
-                    if retry.failures == 1 {
+                    if failed(&mut retries, &r.uid) {
                         tracing::warn!(pod = %r.full_name, uid = %r.uid, error = %e, "cannot write the rejection of a pod; retrying");
                     }
                 }
@@ -107,6 +95,18 @@ pub(super) async fn admission_loop(
             _ = tokio::time::sleep_until(next_retry.unwrap_or(now)), if next_retry.is_some() => {}
         }
     }
+}
+
+/// Counts a failed write for `uid` and sets when it may go again; true for
+/// the first failure in a row (the one logged).
+fn failed(retries: &mut BTreeMap<String, Retry>, uid: &str) -> bool {
+    let retry = retries.entry(uid.to_string()).or_insert(Retry {
+        failures: 0,
+        due: Instant::now(),
+    });
+    retry.failures += 1;
+    retry.due = Instant::now() + retry_delay(retry.failures);
+    retry.failures == 1
 }
 
 /// EVENTS: the Warning Event of a rejection goes here (type Warning,

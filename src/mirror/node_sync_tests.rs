@@ -69,7 +69,10 @@ async fn started() -> Running {
 }
 
 fn start() -> Running {
-    let client = Arc::new(FakeMirrorClient::new());
+    start_on(Arc::new(FakeMirrorClient::new()))
+}
+
+fn start_on(client: Arc<FakeMirrorClient>) -> Running {
     let (observation, rx) = watch::channel(Some(healthy()));
     let (node_tx, node_rx) = watch::channel(None);
     let cancel = CancellationToken::new();
@@ -283,28 +286,15 @@ fn the_node_is_gone_when_deleted_missing_from_a_relist_or_replaced() {
 async fn a_deleted_node_is_registered_again_at_once() {
     let client = Arc::new(FakeMirrorClient::new());
     let events = client.node_events();
-    let (_observation, rx) = watch::channel(Some(healthy()));
-    let (node_tx, mut node_rx) = watch::channel(None);
-    let cancel = CancellationToken::new();
-    let task = tokio::spawn(node_loop(
-        client.clone(),
-        facts(),
-        policy(),
-        NodeInputs {
-            observation: rx,
-            images: None,
-        },
-        node_tx,
-        cancel.clone(),
-    ));
-    node_rx.changed().await.unwrap();
-    let first = node_rx.borrow().clone().unwrap();
+    let mut r = start_on(client.clone());
+    r.node_rx.changed().await.unwrap();
+    let first = r.node_rx.borrow().clone().unwrap();
     let gone = client.get_node("node-a").await.unwrap().unwrap();
     client.delete_node("node-a");
     let seen = client.calls().len();
     events.send(NodeEvent::Deleted(gone)).unwrap();
-    node_rx.changed().await.unwrap();
-    let second = node_rx.borrow().clone().unwrap();
+    r.node_rx.changed().await.unwrap();
+    let second = r.node_rx.borrow().clone().unwrap();
     assert_ne!(first.uid, second.uid, "a new Node");
     assert_eq!(
         calls_since(&client, seen),
@@ -314,6 +304,6 @@ async fn a_deleted_node_is_registered_again_at_once() {
             "renew_lease node-a"
         ]
     );
-    cancel.cancel();
-    task.await.unwrap();
+    r.cancel.cancel();
+    r.task.await.unwrap();
 }
