@@ -26,6 +26,29 @@
 #                 (CRILET_BENCH_EVENT_PODS, CRILET_BENCH_PODS,
 #                 CRILET_BENCH_WINDOW_SECS, default 120). On containerd 1.6,
 #                 which has no events, both modes relist.
+#   api_requests  the API requests of an idle crilet with 5 static pods
+#                 (issue 17), per second, in total and per verb and
+#                 resource, against the kubelet's ~0.11/s: on a real
+#                 kube-apiserver of its own (scripts/apiserver-env.sh with
+#                 /tmp/crilet-bench-apiserver, ports 26443 and 22379, never
+#                 the tests' 16443), as node crilet-node-1 with that node's
+#                 own credentials. After a warm-up (the 5 mirror pods
+#                 Running and at least CRILET_BENCH_API_WARMUP s, default
+#                 60, since crilet started, so start-up writes are past) it
+#                 scrapes /metrics at the start and the end of a window of
+#                 CRILET_BENCH_API_WINDOW s (default 300). What it counts
+#                 (scripts/api_requests.py says it in full): the rows of
+#                 apiserver_request_total with system_client="" (not the
+#                 server's requests to itself, such as its own identity
+#                 Lease in kube-system) that name a resource (not the
+#                 bench's own /metrics scrapes, and nothing else talks to
+#                 this server); a WATCH counts when it starts: the watches
+#                 that ended in the window (that counter counts a watch at
+#                 its end) plus the change in the open ones
+#                 (apiserver_longrunning_requests). Cross-checked against
+#                 priority and fairness' count of requests dispatched for
+#                 node identities (flow schemas system-node-high and
+#                 system-nodes), which counts by who sent a request.
 # Then, per runtime (containerd 1.6 again, containerd 2.1 and CRI-O 1.32 by
 # scripts/runtime.sh): the width sweep (unless done above), agent_start at
 # that width, footprint, stats_api and events, and one table of the three
@@ -42,8 +65,21 @@ need_toolchain
 STATE=${CRILET_BENCH_DIR:-/tmp/crilet-bench}
 export CTRLAB_BRIDGE=criletbench0 CTRLAB_POD_CIDR=10.90.0.0/16 CTRLAB_CGROUP_ROOT=crilet-bench
 LAB_UP=()
+# api_requests' own API server and its crilet (the crilet's pid is in a
+# file: the bench runs in a pipeline's subshell).
+API_ENV=(CRILET_KUBE_TEST_DIR="${CRILET_BENCH_API_DIR:-/tmp/crilet-bench-apiserver}"
+         CRILET_KUBE_TEST_PORT="${CRILET_BENCH_API_PORT:-26443}"
+         CRILET_KUBE_TEST_ETCD_PORT="${CRILET_BENCH_API_ETCD_PORT:-22379}")
+API_CRILET_PID_FILE=""
 cleanup() {
   local rc=$?
+  if [ -n "$API_CRILET_PID_FILE" ] && [ -s "$API_CRILET_PID_FILE" ]; then
+    kill -TERM "$(cat "$API_CRILET_PID_FILE")" 2>/dev/null || true
+    sleep 2
+  fi
+  if want api_requests; then
+    env "${API_ENV[@]}" bash "$ROOT/scripts/apiserver-env.sh" down >/dev/null 2>&1 || true
+  fi
   bash "$ROOT/scripts/containerd-down.sh" "$STATE" --purge || true
   local entry
   for entry in "${LAB_UP[@]}"; do
@@ -65,6 +101,63 @@ export CRILET_BENCH_ENDPOINT="unix://$SOCK" CRILET_BIN="${CARGO_TARGET_DIR:-$ROO
 # the goal of issue 16 (15 MiB) and the shared libraries it needs.
 echo "== binary: $(stat -c %s "$CRILET_BIN") bytes ($(awk "BEGIN{printf \"%.1f\", $(stat -c %s "$CRILET_BIN")/1048576}") MiB; goal <= 15 MiB), needs: $(ldd "$CRILET_BIN" | awk '{print $1}' | tr '\n' ' ')"
 OUT=$(mktemp -d /tmp/crilet-bench-out.XXXX)
+API_CRILET_PID_FILE=$OUT/api_requests.crilet.pid
+
+# api_requests SOCKET: crilet's API requests at idle (see the header).
+api_requests() {
+  local dir=$OUT/api_requests.d node=crilet-node-1 pods=${CRILET_BENCH_API_PODS:-5}
+  local window=${CRILET_BENCH_API_WINDOW:-300} warmup=${CRILET_BENCH_API_WARMUP:-60}
+  local kubectl out i t0 running=0 pid ta tb
+  # The counter's own tests first: a figure from a broken parser is worse than none.
+  out=$(python3 -B -m unittest discover -s "$ROOT/scripts" -p api_requests_test.py 2>&1) ||
+    { echo "$out" >&2; die "scripts/api_requests_test.py failed"; }
+  kubectl=$(bash "$ROOT/../shared/lab/bin.sh" kubectl)
+  # A fresh server: no Node, Lease or mirror pod of an earlier run.
+  env "${API_ENV[@]}" bash "$ROOT/scripts/apiserver-env.sh" down >/dev/null 2>&1 || true
+  eval "$(env "${API_ENV[@]}" bash "$ROOT/scripts/apiserver-env.sh" up 2>"$OUT/api_requests.apiserver-up.log")"
+  export KUBECONFIG=$CRILET_KUBE_ADMIN_KUBECONFIG
+  mkdir -p "$dir/manifests"
+  for i in $(seq -w 1 "$pods"); do
+    printf '%s\n' "apiVersion: v1" "kind: Pod" "metadata:" "  name: idle-$i" "spec:" \
+      "  hostNetwork: true" "  terminationGracePeriodSeconds: 1" "  containers:" "  - name: main" \
+      "    image: docker.io/library/busybox:latest" "    imagePullPolicy: IfNotPresent" \
+      '    command: [sleep, "3600000"]' >"$dir/manifests/idle-$i.yaml"
+  done
+  CRILET_LOG=${CRILET_LOG:-info} "$CRILET_BIN" run --port 0 --container-runtime-endpoint "unix://$1" \
+    --pod-manifest-path "$dir/manifests" --kubeconfig "$CRILET_KUBE_NODE_KUBECONFIG_DIR/kubeconfig-$node" \
+    --hostname-override "$node" --cgroup-root /crilet-bench --node-ip 127.0.0.1 \
+    --root-dir "$dir/root" --socket "$dir/crilet.sock" >"$dir/crilet.log" 2>&1 &
+  pid=$!
+  echo "$pid" >"$API_CRILET_PID_FILE"
+  t0=$(date +%s)
+  # Warm-up: every mirror pod Running, and long enough that start-up is past.
+  while :; do
+    kill -0 "$pid" 2>/dev/null || { tail -20 "$dir/crilet.log" >&2; die "api_requests: crilet exited"; }
+    running=$("$kubectl" get pods -A --field-selector "spec.nodeName=$node" \
+      -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}' 2>/dev/null | grep -c '^Running$' || true)
+    if [ "${running:-0}" -ge "$pods" ] && [ $(($(date +%s) - t0)) -ge "$warmup" ]; then break; fi
+    [ $(($(date +%s) - t0)) -lt 600 ] || die "api_requests: $running of $pods mirror pods Running after 600 s"
+    sleep 2
+  done
+  echo "== api_requests: warm-up $(($(date +%s) - t0)) s ($running mirror pods Running), then a ${window} s window"
+  # Each scrape's time is the middle of its call.
+  scrape() { # FILE -> the time it was taken, in s
+    local a b
+    a=$(date +%s.%N); "$kubectl" get --raw /metrics >"$1"; b=$(date +%s.%N)
+    awk -v a="$a" -v b="$b" 'BEGIN{printf "%.3f", (a+b)/2}'
+  }
+  ta=$(scrape "$dir/metrics.before")
+  sleep "$window"
+  tb=$(scrape "$dir/metrics.after")
+  kill -0 "$pid" 2>/dev/null || die "api_requests: crilet exited during the window"
+  echo "== api_requests: crilet's API requests at idle, $pods pods, node $node, over $(awk -v a="$ta" -v b="$tb" 'BEGIN{printf "%.1f", b-a}') s (kube-apiserver 1.32, apiserver_request_total)"
+  python3 -B "$ROOT/scripts/api_requests.py" "$dir/metrics.before" "$dir/metrics.after" \
+    "$(awk -v a="$ta" -v b="$tb" 'BEGIN{print b-a}')" 0.11
+  echo "   (the kubelet: ~0.11/s, a Lease PUT every 10 s and a status PATCH on a change or every 5 min)"
+  kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
+  : >"$API_CRILET_PID_FILE"
+  env "${API_ENV[@]}" bash "$ROOT/scripts/apiserver-env.sh" down >/dev/null 2>&1 || true
+}
 if [ -z "${CRILET_BENCH_RUNTIMES_ONLY:-}" ]; then
   SEQ_OUT=$OUT/containerd1.cri_sequence
   CRILET_BENCH_ITERATIONS="${1:-20}" bench cri_sequence | tee "$SEQ_OUT"
@@ -79,6 +172,7 @@ if [ -z "${CRILET_BENCH_RUNTIMES_ONLY:-}" ]; then
   bench gc_select
   bench logs
   bench probes
+  if want api_requests; then api_requests "$SOCK" | tee "$OUT/api_requests"; fi
 fi
 
 # agent_start, footprint, stats_api and events on each runtime, then one table of them.
@@ -112,6 +206,8 @@ done
 pick() { # FILE PATTERN -> the first matching line, squeezed
   grep -m1 -- "$2" "$1" 2>/dev/null | tr -s ' ' | sed 's/^ //' || true
 }
+# The table, when one of its benches ran.
+want cri_sequence || want agent_start || want footprint || want stats_api || want events || exit 0
 echo
 echo "== agent_start, stats_api and events per runtime (one run, same machine) =="
 for kind in containerd1 containerd2 crio; do
