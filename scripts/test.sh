@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls this):
 #   1. cargo fmt --check, clippy with warnings denied, the layering check,
-#      cargo doc with warnings denied, unit tests; the .deb built from this
+#      cargo doc with warnings denied, unit tests (and the scripts' Python
+#      tests); the .deb built from this
 #      checkout and checked in a scratch root (scripts/check-package.sh);
 #   2. the integration binary, including the #[ignore]d tests that need a
 #      runtime, once per CRI runtime: containerd 1.6 (apt-get), containerd 2.1
@@ -36,6 +37,8 @@ say "cargo doc (warnings denied: broken intra-doc links)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
 say "unit tests"
 cargo test --lib --bins
+say "the scripts' own unit tests (python3 -m unittest: the soak's invariants, the api_requests bench's counting)"
+python3 -B -m unittest discover -s "$ROOT/scripts" -p '*_test.py'
 say "the Debian package: build, install into a scratch root, check (scripts/check-package.sh)"
 bash "$ROOT/scripts/check-package.sh"
 

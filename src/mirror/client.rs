@@ -134,12 +134,14 @@ pub trait MirrorClient: Send + Sync {
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long the server keeps one watch request open (its `timeoutSeconds`):
-/// 5 minutes, the shortest watch the kubelet's reflectors ask for. Every
-/// watch is one request, so this sets the watch's share of crilet's idle
-/// requests (one per 300 s; it was one per 25 s while the watch shared the
-/// 30 s read timeout). Ended by the server, the watch resumes at once from
-/// its resourceVersion, losing nothing.
-pub const WATCH_TIMEOUT_SECONDS: u32 = 300;
+/// 7.5 minutes, the middle of the kubelet's reflectors' 5 to 10 (kube-rs
+/// asks for one length every time, so the kubelet's random pick is not
+/// copied). Every watch is one request, so this sets the watches' share of
+/// crilet's idle requests: with the pod and the Node watch, one request per
+/// 225 s (the pod watch alone was one per 25 s while it shared the 30 s
+/// read timeout). Ended by the server, a watch resumes at once from its
+/// resourceVersion, losing nothing.
+pub const WATCH_TIMEOUT_SECONDS: u32 = 450;
 
 /// How long the pod watch waits for the server's next bytes: a little more
 /// than [`WATCH_TIMEOUT_SECONDS`], since a real server sends nothing at all
