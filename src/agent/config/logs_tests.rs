@@ -2,21 +2,10 @@
 
 use std::time::Duration;
 
-use clap::Parser;
-
 use crate::agent::config::{ConfigError, ConfigFile, RunArgs, parse_config_file, resolve};
 
-/// `crilet run`'s flags alone, parsed as clap parses them.
-#[derive(Debug, Parser)]
-struct Flags {
-    #[command(flatten)]
-    run: RunArgs,
-}
-
 fn flags(args: &[&str]) -> RunArgs {
-    Flags::try_parse_from(std::iter::once("crilet").chain(args.iter().copied()))
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
-        .run
+    crate::agent::config::parse_flags(args)
 }
 
 fn file(text: &str) -> ConfigFile {
@@ -146,7 +135,7 @@ fn bad_flags_name_the_flag() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
     // A malformed duration is refused by clap, naming the flag.
-    let err = Flags::try_parse_from(["crilet", "--container-log-monitor-interval", "10"])
+    let err = crate::agent::config::try_parse_flags(&["--container-log-monitor-interval", "10"])
         .unwrap_err()
         .to_string();
     assert!(err.contains("--container-log-monitor-interval"), "{err}");

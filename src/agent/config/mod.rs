@@ -415,5 +415,23 @@ fn too_large() -> String {
     format!("larger than the {MAX_CONFIG_FILE_BYTES}-byte limit of a config file; refused")
 }
 
+/// `crilet run`'s flags alone, parsed as clap parses them (for tests).
+#[cfg(test)]
+pub(crate) fn try_parse_flags(args: &[&str]) -> Result<RunArgs, clap::Error> {
+    use clap::Parser;
+    #[derive(Debug, Parser)]
+    struct Flags {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+    Flags::try_parse_from(std::iter::once("crilet").chain(args.iter().copied())).map(|f| f.run)
+}
+
+/// As [`try_parse_flags`], for flags that parse.
+#[cfg(test)]
+pub(crate) fn parse_flags(args: &[&str]) -> RunArgs {
+    try_parse_flags(args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
 #[cfg(test)]
 mod tests;

@@ -3,21 +3,11 @@
 
 use std::time::Duration;
 
-use clap::Parser;
-
 use crate::agent::config::{ConfigFile, RunArgs, parse_config_file, resolve};
 use crate::mirror::eviction::{Signal, ThresholdValue};
 
-#[derive(Debug, Parser)]
-struct Flags {
-    #[command(flatten)]
-    run: RunArgs,
-}
-
 fn flags(args: &[&str]) -> RunArgs {
-    Flags::try_parse_from(std::iter::once("crilet").chain(args.iter().copied()))
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
-        .run
+    crate::agent::config::parse_flags(args)
 }
 
 fn file(text: &str) -> ConfigFile {
