@@ -2,7 +2,8 @@
 //! their status, and a watch of the pods bound to this node.
 //!
 //! Invariant: the rest of crilet sees only `MirrorClient`; kube-rs types stay
-//! here. `KubeMirrorClient` talks to a real API server; the integration
+//! here (and in `kube_events.rs`, the Events over the same connection).
+//! `KubeMirrorClient` talks to a real API server; the integration
 //! tests run it against a real kube-apiserver, and against the in-repo
 //! double for the faults a real server cannot produce on cue.
 
@@ -203,6 +204,11 @@ impl KubeMirrorClient {
 
     /// The client of every short request (the events recorder's too).
     pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// The connection, for the Events recorder beside this file.
+    pub(super) fn kube_client(&self) -> kube::Client {
         self.client.clone()
     }
 
