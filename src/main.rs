@@ -287,36 +287,9 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         }
         None => tracing::info!("container log rotation off (negative --container-log-max-size)"),
     }
-    let agent = Agent {
-        runtime: runtime.clone(),
-        statuses,
-        runtime_name: version.runtime_name.clone(),
-        node,
-        pod_manifest_path: settings.pod_manifest_path.clone(),
-        file_check_frequency: settings.file_check_frequency,
-        manifest_trust: settings.manifest_trust,
-        cgroup_fs: std::path::PathBuf::from(CGROUP_ROOT),
-        manifest_url,
-        probe_recorder: Some(probe_recorder),
-        container_events: settings.evented_pleg,
-    };
-    let runtime_version = format!("{}://{}", version.runtime_name, version.runtime_version);
-    let node_name = agent.node.node_name.clone();
-    let node_ip = agent.node.host_ip.clone();
-    let (handles, join) = agent.start(cancel.clone());
-    // Listeners bound, runtime answering, sync loop started: ready.
-    systemd.ready(&format!("running on {runtime_version}"));
-    // Forward the sync loop's view to the API servers.
-    let mut agent_view = handles.view.clone();
-    tokio::spawn(async move {
-        loop {
-            let view = Arc::clone(&agent_view.borrow_and_update());
-            view_tx.send_replace(view);
-            if agent_view.changed().await.is_err() {
-                return;
-            }
-        }
-    });
+    // The kube client comes before the agent, so that the agent's pod
+    // workers and probers can record Events over it.
+    let node_name = node.node_name.clone();
     use crilet::mirror::client::{
         KubeMirrorClient, MirrorClient, SERVICE_ACCOUNT_TOKEN, in_cluster_available,
     };
@@ -336,6 +309,46 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    // Events on the API server when there is one (best-effort: a queue and
+    // one task); also the handle for the Node's events.
+    let events: Arc<dyn crilet::mirror::events::EventRecorder> = match &client {
+        Some(c) => Arc::new(crilet::mirror::kube_events::KubeEventRecorder::start(
+            c,
+            &node_name,
+            cancel.clone(),
+        )),
+        None => Arc::new(crilet::mirror::events::NoopRecorder),
+    };
+    let agent = Agent {
+        runtime: runtime.clone(),
+        statuses,
+        runtime_name: version.runtime_name.clone(),
+        node,
+        pod_manifest_path: settings.pod_manifest_path.clone(),
+        file_check_frequency: settings.file_check_frequency,
+        manifest_trust: settings.manifest_trust,
+        cgroup_fs: std::path::PathBuf::from(CGROUP_ROOT),
+        manifest_url,
+        probe_recorder: Some(probe_recorder),
+        container_events: settings.evented_pleg,
+        events: events.clone(),
+    };
+    let runtime_version = format!("{}://{}", version.runtime_name, version.runtime_version);
+    let node_ip = agent.node.host_ip.clone();
+    let (handles, join) = agent.start(cancel.clone());
+    // Listeners bound, runtime answering, sync loop started: ready.
+    systemd.ready(&format!("running on {runtime_version}"));
+    // Forward the sync loop's view to the API servers.
+    let mut agent_view = handles.view.clone();
+    tokio::spawn(async move {
+        loop {
+            let view = Arc::clone(&agent_view.borrow_and_update());
+            view_tx.send_replace(view);
+            if agent_view.changed().await.is_err() {
+                return;
+            }
+        }
+    });
     match client {
         Some(client) => {
             let manager = crilet::mirror::manager::MirrorManager {
