@@ -2,7 +2,8 @@
 //! their status, and a watch of the pods bound to this node.
 //!
 //! Invariant: the rest of crilet sees only `MirrorClient`; kube-rs types stay
-//! here (and in `kube_events.rs`, the Events over the same connection).
+//! here (and in `kube_events.rs` and `kube_events_core.rs`, the Events over
+//! the same connection).
 //! `KubeMirrorClient` talks to a real API server; the integration
 //! tests run it against a real kube-apiserver, and against the in-repo
 //! double for the faults a real server cannot produce on cue.

@@ -1,9 +1,12 @@
 //! The [`EventRecorder`] that sends events to the API server: kube-runtime's
-//! `events::Recorder` (events.k8s.io/v1; a repeat of the same object, type,
-//! reason and action within 6 minutes is counted in the Event's `series`
-//! with a PATCH, not created again), wrapped where it falls short of
-//! client-go's recorder, which the kubelet uses:
+//! `events::Recorder` (a repeat of the same object, type, reason and action
+//! within 6 minutes is counted in the Event's `series` with a PATCH, not
+//! created again), wrapped where it falls short of client-go's recorder,
+//! which the kubelet uses:
 //!
+//! - **The API group.** kube-runtime writes events.k8s.io/v1, which a node's
+//!   credentials may not write; the kubelet writes core/v1. Its requests go
+//!   through [`super::kube_events_core`], which sends them as core/v1.
 //! - **Burst cap.** kube-runtime sends every event it is given. Here each
 //!   event first passes client-go's `EventSourceObjectSpamFilter`
 //!   ([`super::event_spam`]: 25 per object at once, then one per 5 minutes),
@@ -35,8 +38,9 @@
 //! `kubelet`, host the node name, which client-go copies into those
 //! fields), so tools that select a node's kubelet events find crilet's.
 //!
-//! Invariant: this file and `client.rs` are the only places kube-rs types
-//! live; the rest of crilet records through [`EventRecorder`].
+//! Invariant: this file, `kube_events_core.rs` and `client.rs` are the only
+//! places kube-rs types live; the rest of crilet records through
+//! [`EventRecorder`].
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,6 +55,7 @@ use tokio_util::sync::CancellationToken;
 use super::client::KubeMirrorClient;
 use super::event_spam::SpamFilter;
 use super::events::{Event, EventObject, EventRecorder, EventType};
+use super::kube_events_core::CoreV1Events;
 
 /// Events waiting to be sent, at most (client-go's `maxQueuedEvents`).
 pub const QUEUE: usize = 1000;
@@ -229,7 +234,8 @@ fn reference(o: &EventObject) -> ObjectReference {
     }
 }
 
-/// kube-runtime's Recorder, restarted when a series' Event is gone.
+/// kube-runtime's Recorder over core/v1, restarted when a series' Event is
+/// gone.
 struct KubeSink {
     client: kube::Client,
     reporter: Reporter,
@@ -238,6 +244,7 @@ struct KubeSink {
 
 impl KubeSink {
     fn new(client: kube::Client, node_name: &str) -> KubeSink {
+        let client = CoreV1Events::client(client);
         let reporter = Reporter {
             controller: REPORTING_CONTROLLER.into(),
             instance: Some(node_name.into()),

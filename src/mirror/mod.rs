@@ -7,7 +7,8 @@
 //! pressure conditions); `node_sync` drives the Node and its Lease.
 //! Events: `events` (the recorder trait and what an event regards),
 //! `kubelet_events` (the kubelet's reasons and messages) and `event_spam`
-//! (the burst cap) are pure; `kube_events` sends them.
+//! (the burst cap) are pure; `kube_events` sends them, as core/v1
+//! (`kube_events_core`).
 //! May import `kuberuntime`, `pod`, `cri` and `units`; never `agent`, `stats`
 //! or `cli`.
 
@@ -21,6 +22,7 @@ pub mod events;
 pub mod eviction;
 pub mod fake;
 pub mod kube_events;
+pub mod kube_events_core;
 pub mod kubelet_events;
 pub mod manager;
 pub mod node;
