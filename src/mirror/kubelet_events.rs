@@ -87,6 +87,20 @@ pub fn failed_to_inspect(image: &str, error: &str) -> Event {
     event(Warning, "InspectFailed", "InspectImage", message)
 }
 
+// ------------------------------------------------------------------ pods
+
+/// A hostPath check that failed before the sandbox (the message is the
+/// kubelet's `MountVolume.SetUp failed for volume ...`), on the pod.
+pub fn failed_mount(message: &str) -> Event {
+    event(Warning, "FailedMount", "MountVolume", message.to_string())
+}
+
+/// RunPodSandbox failed, on the pod.
+pub fn failed_create_pod_sandbox(error: &str) -> Event {
+    let message = format!("Failed to create pod sandbox: {error}");
+    event(Warning, "FailedCreatePodSandBox", "RunPodSandbox", message)
+}
+
 // ------------------------------------------------------------ containers
 
 /// A start that failed before the container ran: `outcome` is what the
@@ -208,7 +222,7 @@ pub fn node_status(node: &str, reason: &'static str) -> Event {
     event(Normal, reason, "NodeStatus", message)
 }
 
-// ------------------------------------------------------------------ pods
+// ------------------------------------------------------------- admission
 
 /// A pod the node refuses to run (admission), on the API pod itself.
 pub fn rejected(reason: &'static str, message: String) -> Event {

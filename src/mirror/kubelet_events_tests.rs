@@ -73,6 +73,22 @@ fn messages_read_as_the_kubelets() {
             r#"Failed to inspect image "nope:1": unavailable"#,
         ),
         (
+            failed_mount(
+                r#"MountVolume.SetUp failed for volume "conf" : hostPath type check failed"#,
+            ),
+            Warning,
+            "FailedMount",
+            "MountVolume",
+            r#"MountVolume.SetUp failed for volume "conf" : hostPath type check failed"#,
+        ),
+        (
+            failed_create_pod_sandbox("cni plugin not initialized"),
+            Warning,
+            "FailedCreatePodSandBox",
+            "RunPodSandbox",
+            "Failed to create pod sandbox: cni plugin not initialized",
+        ),
+        (
             failed("ErrImagePull", "ErrImagePull"),
             Warning,
             "Failed",

@@ -206,3 +206,50 @@ async fn failed_hooks_record_their_reasons_without_their_errors() {
     ];
     assert_eq!(seen, want);
 }
+
+#[tokio::test]
+async fn a_failed_mount_and_a_failed_sandbox_are_recorded_on_the_pod() {
+    let root = tempfile::tempdir().unwrap();
+    let rt = fake();
+    let (mut w, events) = worker(rt.clone(), root.path());
+    let missing = root.path().join("no/such/dir");
+    let volumes = serde_json::json!([{
+        "name": "data",
+        "hostPath": {"path": missing, "type": "Directory"}
+    }]);
+    let mount = serde_json::json!({"volumeMounts": [{"name": "data", "mountPath": "/data"}]});
+    assert!(w.sync(&pod(mount, volumes)).await.is_err());
+    let plain = pod(serde_json::json!({}), serde_json::json!([]));
+    rt.fail_next(
+        "RunPodSandbox",
+        tonic::Status::unknown("cni plugin not initialized"),
+    );
+    assert!(w.sync(&plain).await.is_err());
+    let got = events.events();
+    assert_eq!(got.len(), 2, "{got:#?}");
+    for (object, _) in &got {
+        assert_eq!((object.name.as_str(), object.uid.as_str()), ("web", "u1"));
+        assert_eq!(object.field_path, "", "on the pod, not a container");
+    }
+    let (mount, sandbox) = (&got[0].1, &got[1].1);
+    assert_eq!(
+        (mount.type_, mount.reason),
+        (EventType::Warning, "FailedMount")
+    );
+    assert!(
+        mount
+            .message
+            .starts_with(r#"MountVolume.SetUp failed for volume "data""#),
+        "{}",
+        mount.message
+    );
+    assert_eq!(sandbox.reason, "FailedCreatePodSandBox");
+    assert!(
+        sandbox
+            .message
+            .starts_with("Failed to create pod sandbox: ")
+            && sandbox.message.contains("cni plugin not initialized"),
+        "{}",
+        sandbox.message
+    );
+}

@@ -20,6 +20,8 @@ impl Worker {
         // leaves the pod Pending and is retried with the sync.
         if let Err(e) = check_volumes(pod) {
             let message = e.to_string();
+            let event = kubelet_events::failed_mount(&message);
+            self.ctx.events.event(&EventObject::pod(pod), event);
             self.volume_error = Some(message.clone());
             return Err(RuntimeError::Refused {
                 op: "volume setup",
@@ -35,6 +37,8 @@ impl Worker {
         match rt.run_pod_sandbox(&config).await {
             Ok(id) => Ok(id),
             Err(e) => {
+                let event = kubelet_events::failed_create_pod_sandbox(&e.to_string());
+                self.ctx.events.event(&EventObject::pod(pod), event);
                 // A failed run can leave a NOTREADY sandbox that holds the
                 // name of this attempt: clear it so the retry can use it.
                 let stale = rt
