@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crilet::cri::Runtime;
 use k8s_openapi::api::core::v1::Event;
 
 use crate::agent::*;
@@ -17,7 +18,7 @@ use crate::apiserver::ApiServer;
 use crate::kube::Lab;
 use crate::kubectl::{run, text};
 use crate::mirror::{ann, mirror_of, start_on};
-use crate::support::eventually;
+use crate::support::{BUSYBOX, eventually};
 
 const LIMIT: Duration = Duration::from_secs(120);
 /// What crilet logs the first time the API server does not take an event.
@@ -56,6 +57,10 @@ async fn a_crash_loops_events_show_on_its_mirror_with_the_repeats_counted() {
     let _guard = AGENT_LOCK.lock().await;
     let rt = agent_runtime();
     clean_runtime(&rt).await;
+    // Present from the start on every runtime, so each start says "already
+    // present" (a first pull would be a Pulled of its own wording).
+    let image = rt.pull_image(BUSYBOX, None, None).await;
+    image.unwrap_or_else(|e| panic!("pulling {BUSYBOX}: {e}"));
     let lab = Lab::connect().await;
     let node = lab.claim("crilet-node-12").await;
     let agent = start_on(&node, &[]);
