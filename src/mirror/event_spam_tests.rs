@@ -1,14 +1,7 @@
 use super::*;
 
 fn pod(name: &str, field_path: &str) -> EventObject {
-    EventObject {
-        api_version: "v1".into(),
-        kind: "Pod".into(),
-        namespace: "default".into(),
-        name: name.into(),
-        uid: format!("uid-{name}"),
-        field_path: field_path.into(),
-    }
+    EventObject::test_pod(name, field_path)
 }
 
 fn secs(s: u64) -> Duration {

@@ -106,6 +106,20 @@ impl EventObject {
         }
     }
 
+    /// Container `field_path` of pod `name` (UID `uid-NAME`) in `default`,
+    /// for tests that need no Pod.
+    #[cfg(test)]
+    pub(crate) fn test_pod(name: &str, field_path: &str) -> EventObject {
+        EventObject {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            namespace: "default".into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            field_path: field_path.into(),
+        }
+    }
+
     /// The namespace the Event object is created in.
     pub fn event_namespace(&self) -> &str {
         if self.namespace.is_empty() {

@@ -43,7 +43,7 @@
 //! [`EventRecorder`].
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -108,7 +108,7 @@ pub struct KubeEventRecorder {
     queue: mpsc::Sender<(EventObject, Event)>,
     stats: Arc<EventStats>,
     /// The first full queue is logged at warn, later ones at debug.
-    warned_full: std::sync::atomic::AtomicBool,
+    warned_full: AtomicBool,
 }
 
 impl KubeEventRecorder {

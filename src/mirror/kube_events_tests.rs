@@ -75,14 +75,7 @@ fn sink(
 }
 
 fn pod(name: &str) -> EventObject {
-    EventObject {
-        api_version: "v1".into(),
-        kind: "Pod".into(),
-        namespace: "default".into(),
-        name: name.into(),
-        uid: format!("uid-{name}"),
-        field_path: "spec.containers{c}".into(),
-    }
+    EventObject::test_pod(name, "spec.containers{c}")
 }
 
 fn refused(code: u16) -> Result<(), SinkError> {

@@ -35,7 +35,7 @@ use crate::kuberuntime::status::{
     CONTAINER_CREATING, POD_INITIALIZING, StatusInput, WaitingReason, pod_status,
 };
 use crate::kuberuntime::termination::message_source;
-use crate::mirror::events::{EventObject, EventRecorder};
+use crate::mirror::events::{Event, EventObject, EventRecorder};
 use crate::mirror::kubelet_events;
 use crate::pod::view::StatusCache;
 use crate::pod::{self, Pod};
@@ -87,7 +87,7 @@ pub struct WorkerContext {
 
 impl WorkerContext {
     /// Records `event` on container `container` of `pod`.
-    fn container_event(&self, pod: &Pod, container: &str, event: crate::mirror::events::Event) {
+    fn container_event(&self, pod: &Pod, container: &str, event: Event) {
         self.events
             .event(&EventObject::container(pod, container), event);
     }
