@@ -265,6 +265,14 @@ impl KubeSink {
     }
 }
 
+/// A 404 about the Event itself: the PATCH of a repeat whose Event is gone
+/// (a create in a namespace that does not exist is a 404 about the
+/// namespace, and starting afresh would not help it).
+fn series_gone(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404
+        && s.details.as_ref().is_some_and(|d| d.kind == "events"))
+}
+
 fn failure(e: &kube::Error) -> SinkError {
     match e {
         kube::Error::Api(s) => SinkError {
@@ -301,7 +309,7 @@ impl EventSink for KubeSink {
             secondary: None,
         };
         match self.recorder().publish(&ev, &regarding).await {
-            Err(kube::Error::Api(s)) if s.code == 404 => {
+            Err(e) if series_gone(&e) => {
                 // A repeat's PATCH of an Event that is gone: start afresh.
                 let fresh = Recorder::new(self.client.clone(), self.reporter.clone());
                 *self.recorder.lock().unwrap_or_else(|e| e.into_inner()) = fresh.clone();

@@ -214,3 +214,27 @@ fn the_reference_leaves_out_what_is_empty() {
     assert_eq!(c.namespace.as_deref(), Some("default"));
     assert_eq!(c.api_version.as_deref(), Some("v1"));
 }
+
+#[test]
+fn only_a_404_about_the_event_starts_the_series_afresh() {
+    let api = |code: u16, kind: Option<&str>| {
+        let mut status = serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "message": "not found", "reason": "NotFound", "code": code,
+        });
+        if let Some(kind) = kind {
+            status["details"] = serde_json::json!({"name": "x", "kind": kind});
+        }
+        kube::Error::Api(Box::new(serde_json::from_value(status).unwrap()))
+    };
+    let cases = [
+        (api(404, Some("events")), true),
+        (api(404, Some("namespaces")), false),
+        (api(404, None), false),
+        (api(403, Some("events")), false),
+    ];
+    for (error, want) in cases {
+        assert_eq!(series_gone(&error), want, "{error}");
+    }
+    assert_eq!(failure(&api(403, None)).kind, FailureKind::Refused(403));
+}
