@@ -167,14 +167,17 @@ impl Lab {
             e.reporting_instance.as_deref() == Some(node) || host == Some(node)
         };
         for e in list.items.iter().filter(|e| reported(e)) {
-            let ns = e.metadata.namespace.clone().unwrap_or_default();
-            let name = e.metadata.name.clone().unwrap_or_default();
-            let events: Api<Event> = Api::namespaced(self.client.clone(), &ns);
-            ignore_not_found(
-                events.delete(&name, &DeleteParams::default()).await,
-                "event",
-            );
+            let ns = e.metadata.namespace.as_deref().unwrap_or_default();
+            let name = e.metadata.name.as_deref().unwrap_or_default();
+            self.delete_event(ns, name).await;
         }
+    }
+
+    /// As `kubectl delete event NAME`; one already gone is ignored.
+    pub async fn delete_event(&self, namespace: &str, name: &str) {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        let deleted = events.delete(name, &DeleteParams::default()).await;
+        ignore_not_found(deleted, "event");
     }
 
     /// The Events (as core/v1 shows them) regarding the object whose UID is

@@ -188,6 +188,26 @@ async fn a_crash_loops_events_show_on_its_mirror_with_the_repeats_counted() {
         assert!(listed.contains(&needle), "no {needle:?} in:\n{listed}");
     }
     println!("kubectl describe pod {full}:\n{describe}\nkubectl get events:\n{listed}");
+
+    // The Events are deleted (as the server's TTL would): the next repeat's
+    // PATCH finds none, and the event is created anew.
+    for e in &events {
+        let name = e.metadata.name.as_deref().unwrap_or_default();
+        lab.delete_event("default", name).await;
+    }
+    let back = eventually(LIMIT, || async {
+        let events = lab.events_of("default", &static_uid).await;
+        let again = events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("Started"));
+        again.then_some(())
+    })
+    .await;
+    assert!(
+        back.is_some(),
+        "no Event after the old ones went:\n{}",
+        agent.logs()
+    );
     // Nothing was refused on the way.
     assert_eq!(
         agent.logs().matches(REFUSED_LINE).count(),
