@@ -288,37 +288,16 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         None => tracing::info!("container log rotation off (negative --container-log-max-size)"),
     }
     // The kube client comes before the agent, so that the agent's pod
-    // workers and probers can record Events over it.
+    // workers and probers can record Events over it; `events` is also the
+    // handle for the Node's events.
+    use crilet::mirror::client::{KubeMirrorClient, MirrorClient};
     let node_name = node.node_name.clone();
-    use crilet::mirror::client::{
-        KubeMirrorClient, MirrorClient, SERVICE_ACCOUNT_TOKEN, in_cluster_available,
-    };
-    let in_cluster = in_cluster_available(
-        std::env::var("KUBERNETES_SERVICE_HOST").ok().as_deref(),
-        std::path::Path::new(SERVICE_ACCOUNT_TOKEN).exists(),
+    let client = KubeMirrorClient::connect(settings.kubeconfig.as_deref(), &node_name).await?;
+    let events = crilet::mirror::kube_events::KubeEventRecorder::for_client(
+        client.as_ref(),
+        &node_name,
+        cancel.clone(),
     );
-    let client = match &settings.kubeconfig {
-        Some(path) => {
-            let client = KubeMirrorClient::from_kubeconfig(path).await?;
-            tracing::info!(kubeconfig = %path.display(), node = %node_name, "mirror pods on the API server");
-            Some(client)
-        }
-        None if in_cluster => {
-            tracing::info!(node = %node_name, "no --kubeconfig, but running in a pod: using its service account for mirror pods");
-            Some(KubeMirrorClient::in_cluster()?)
-        }
-        None => None,
-    };
-    // Events on the API server when there is one (best-effort: a queue and
-    // one task); also the handle for the Node's events.
-    let events: Arc<dyn crilet::mirror::events::EventRecorder> = match &client {
-        Some(c) => Arc::new(crilet::mirror::kube_events::KubeEventRecorder::start(
-            c,
-            &node_name,
-            cancel.clone(),
-        )),
-        None => Arc::new(crilet::mirror::events::NoopRecorder),
-    };
     let agent = Agent {
         runtime: runtime.clone(),
         statuses,

@@ -173,6 +173,29 @@ impl KubeMirrorClient {
         Self::from_config(config).map_err(|e| cfg_err(e.to_string()))
     }
 
+    /// The client `crilet run` uses: from `kubeconfig` if given, else the
+    /// pod's service account when crilet runs in a pod of the cluster, else
+    /// none (standalone).
+    pub async fn connect(kubeconfig: Option<&std::path::Path>, node: &str) -> Result<Option<Self>> {
+        if let Some(path) = kubeconfig {
+            let client = KubeMirrorClient::from_kubeconfig(path).await?;
+            tracing::info!(kubeconfig = %path.display(), node, "mirror pods on the API server");
+            return Ok(Some(client));
+        }
+        let in_cluster = in_cluster_available(
+            std::env::var("KUBERNETES_SERVICE_HOST").ok().as_deref(),
+            std::path::Path::new(SERVICE_ACCOUNT_TOKEN).exists(),
+        );
+        if !in_cluster {
+            return Ok(None);
+        }
+        tracing::info!(
+            node,
+            "no --kubeconfig, but running in a pod: using its service account for mirror pods"
+        );
+        KubeMirrorClient::in_cluster().map(Some)
+    }
+
     /// In a pod: the service account's token and CA.
     pub fn in_cluster() -> Result<Self> {
         let config = kube::Config::incluster().map_err(|e| MirrorError::Config {

@@ -123,6 +123,19 @@ impl KubeEventRecorder {
         KubeEventRecorder::with_sink(sink, QUEUE, cancel)
     }
 
+    /// The recorder `crilet run` uses: over `client` when there is one,
+    /// else one that drops every event (standalone).
+    pub fn for_client(
+        client: Option<&KubeMirrorClient>,
+        node_name: &str,
+        cancel: CancellationToken,
+    ) -> Arc<dyn EventRecorder> {
+        match client {
+            Some(c) => Arc::new(KubeEventRecorder::start(c, node_name, cancel)),
+            None => Arc::new(super::events::NoopRecorder),
+        }
+    }
+
     /// The recorder over any sink, with a queue of `capacity` events.
     pub fn with_sink(
         sink: impl EventSink,
