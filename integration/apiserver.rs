@@ -43,6 +43,8 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 // Kept beside this file: the benches include apiserver.rs by path.
+#[path = "apiserver_events.rs"]
+mod events_api;
 #[path = "apiserver_reviews.rs"]
 mod reviews;
 
@@ -241,6 +243,24 @@ impl ApiServer {
         state.requests.iter().filter(|r| r.path == path).count()
     }
 
+    /// From now on every Events request (events.k8s.io/v1 or core/v1) is
+    /// refused with 403, as by a server whose RBAC lacks the node's events
+    /// rule; nothing else changes.
+    pub fn refuse_events(&self) {
+        self.shared.lock().refuse_events = true;
+    }
+
+    /// The Events requests seen so far.
+    pub fn event_requests(&self) -> Vec<RequestRecord> {
+        let requests = self.requests().into_iter();
+        requests
+            .filter(|r| {
+                let path: Vec<&str> = r.path.split('/').filter(|s| !s.is_empty()).collect();
+                events_api::is_events(&path)
+            })
+            .collect()
+    }
+
     /// How many TokenReviews were asked.
     pub fn token_reviews(&self) -> usize {
         let state = self.shared.lock();
@@ -385,6 +405,20 @@ fn route(shared: &Shared, call: &Call, body: &[u8]) -> Result<Reply, ApiError> {
         return Ok(Reply::Json(201, review));
     }
     let path: Vec<&str> = call.path.split('/').filter(|s| !s.is_empty()).collect();
+    if events_api::is_events(&path) {
+        let who = call.authorization.strip_prefix("Bearer node-token-");
+        let body = if body.is_empty() {
+            Value::Null
+        } else {
+            parse(body)?
+        };
+        let stamp = state.requests.len() as u64;
+        let refused = state.refuse_events;
+        let answer = events_api::answer(refused, &call.method, &path, who, &body, stamp);
+        return answer
+            .map(|(code, object)| Reply::Json(code, object))
+            .map_err(|(code, reason, message)| ApiError::new(code, reason, message));
+    }
     let Some((kind, ns, rest)) = resource_path(&path) else {
         return match call.method.as_str() {
             "GET" => discovery(&path, shared.addr).map(|doc| Reply::Json(200, doc)),
@@ -549,6 +583,8 @@ struct State {
     token: Option<String>,
     watch_stop: CancellationToken,
     reviews: reviews::Reviews,
+    /// Events requests are answered 403 (`ApiServer::refuse_events`).
+    refuse_events: bool,
 }
 
 enum Verb {
@@ -570,6 +606,7 @@ impl State {
             token: None,
             watch_stop,
             reviews: Default::default(),
+            refuse_events: false,
         }
     }
 

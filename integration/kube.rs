@@ -5,7 +5,7 @@
 //!
 //! Invariant: a node name is held by at most one test at a time (a second
 //! claim panics), and a claim starts from a server that holds nothing of
-//! that node: no Node, no Lease, no pod bound to it. Tests that share the
+//! that node: no Node, no Lease, no pod bound to it, no Event it reported. Tests that share the
 //! server therefore never see each other's objects, and a rerun against a
 //! server left up starts clean too.
 
@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 
 use crate::support::eventually;
@@ -137,9 +137,10 @@ impl Lab {
         claim
     }
 
-    /// Deletes the Node, its Lease and every pod bound to it (grace 0), and
-    /// waits until the pods are gone.
+    /// Deletes the Node, its Lease, every pod bound to it (grace 0) and
+    /// every Event it reported, and waits until the pods are gone.
     async fn forget_node(&self, name: &str) {
+        self.forget_events(name).await;
         for p in self.pods_on(name).await {
             let ns = p.metadata.namespace.clone().unwrap_or_default();
             let pod = p.metadata.name.clone().unwrap_or_default();
@@ -153,6 +154,40 @@ impl Lab {
         })
         .await;
         assert!(clean.is_some(), "pods bound to {name} did not go");
+    }
+
+    /// Deletes every Event that node `node` reported (its reportingInstance,
+    /// or the host of its source), in every namespace.
+    async fn forget_events(&self, node: &str) {
+        let all: Api<Event> = Api::all(self.client.clone());
+        let list = (all.list(&ListParams::default()).await)
+            .unwrap_or_else(|e| panic!("listing the events: {e}"));
+        let reported = |e: &Event| {
+            let host = e.source.as_ref().and_then(|s| s.host.as_deref());
+            e.reporting_instance.as_deref() == Some(node) || host == Some(node)
+        };
+        for e in list.items.iter().filter(|e| reported(e)) {
+            let ns = e.metadata.namespace.as_deref().unwrap_or_default();
+            let name = e.metadata.name.as_deref().unwrap_or_default();
+            self.delete_event(ns, name).await;
+        }
+    }
+
+    /// As `kubectl delete event NAME`; one already gone is ignored.
+    pub async fn delete_event(&self, namespace: &str, name: &str) {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        let deleted = events.delete(name, &DeleteParams::default()).await;
+        ignore_not_found(deleted, "event");
+    }
+
+    /// The Events (as core/v1 shows them) regarding the object whose UID is
+    /// `uid`, in `namespace`.
+    pub async fn events_of(&self, namespace: &str, uid: &str) -> Vec<Event> {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        let params = ListParams::default().fields(&format!("involvedObject.uid={uid}"));
+        (events.list(&params).await)
+            .unwrap_or_else(|e| panic!("listing the events of {uid} in {namespace}: {e}"))
+            .items
     }
 
     pub fn pods(&self, namespace: &str) -> Api<Pod> {

@@ -34,11 +34,11 @@ fn kubectl(args: &[&str]) -> Command {
     c
 }
 
-fn run(args: &[&str]) -> Output {
+pub fn run(args: &[&str]) -> Output {
     kubectl(args).output().expect("run kubectl")
 }
 
-fn text(b: &[u8]) -> String {
+pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 

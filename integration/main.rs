@@ -24,6 +24,7 @@ mod gc;
 mod gc_agent;
 mod gc_support;
 mod kube;
+mod kube_events;
 mod kubectl;
 mod kubelet_server;
 mod kubelet_server_client;

@@ -287,6 +287,17 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         }
         None => tracing::info!("container log rotation off (negative --container-log-max-size)"),
     }
+    // The kube client comes before the agent, so that the agent's pod
+    // workers and probers can record Events over it; `events` is also the
+    // handle for the Node's events.
+    use crilet::mirror::client::{KubeMirrorClient, MirrorClient};
+    let node_name = node.node_name.clone();
+    let client = KubeMirrorClient::connect(settings.kubeconfig.as_deref(), &node_name).await?;
+    let events = crilet::mirror::kube_events::KubeEventRecorder::for_client(
+        client.as_ref(),
+        &node_name,
+        cancel.clone(),
+    );
     let agent = Agent {
         runtime: runtime.clone(),
         statuses,
@@ -299,9 +310,9 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         manifest_url,
         probe_recorder: Some(probe_recorder),
         container_events: settings.evented_pleg,
+        events: events.clone(),
     };
     let runtime_version = format!("{}://{}", version.runtime_name, version.runtime_version);
-    let node_name = agent.node.node_name.clone();
     let node_ip = agent.node.host_ip.clone();
     let (handles, join) = agent.start(cancel.clone());
     // Listeners bound, runtime answering, sync loop started: ready.
@@ -317,25 +328,6 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
             }
         }
     });
-    use crilet::mirror::client::{
-        KubeMirrorClient, MirrorClient, SERVICE_ACCOUNT_TOKEN, in_cluster_available,
-    };
-    let in_cluster = in_cluster_available(
-        std::env::var("KUBERNETES_SERVICE_HOST").ok().as_deref(),
-        std::path::Path::new(SERVICE_ACCOUNT_TOKEN).exists(),
-    );
-    let client = match &settings.kubeconfig {
-        Some(path) => {
-            let client = KubeMirrorClient::from_kubeconfig(path).await?;
-            tracing::info!(kubeconfig = %path.display(), node = %node_name, "mirror pods on the API server");
-            Some(client)
-        }
-        None if in_cluster => {
-            tracing::info!(node = %node_name, "no --kubeconfig, but running in a pod: using its service account for mirror pods");
-            Some(KubeMirrorClient::in_cluster()?)
-        }
-        None => None,
-    };
     match client {
         Some(client) => {
             let manager = crilet::mirror::manager::MirrorManager {

@@ -45,6 +45,7 @@ use crate::config::http::UrlSource;
 use crate::config::merge::PodConfig;
 use crate::cri::Runtime;
 use crate::kuberuntime::mapping::NodeContext;
+use crate::mirror::events::EventRecorder;
 use crate::pod::manager::PodManager;
 use crate::pod::view::AgentView;
 use crate::pod::view::StatusCache;
@@ -86,6 +87,8 @@ pub struct Agent {
     /// Follow the runtime's container events where it serves them
     /// (`EventedPLEG`); otherwise relist every second.
     pub container_events: bool,
+    /// Where the pods' Kubernetes Events go (a no-op recorder standalone).
+    pub events: Arc<dyn EventRecorder>,
 }
 
 impl Agent {
@@ -136,9 +139,11 @@ impl Agent {
                 agent_started: jiff::Timestamp::now(),
                 node_ip: self.node.host_ip.clone(),
                 clock: Arc::new(prober::clock::SystemClock),
+                events: self.events.clone(),
             }),
             hooks: handlers,
             image_pulls: Default::default(),
+            events: self.events.clone(),
         });
         // Until the sync loop publishes, readers (the mirror manager, the
         // container GC) see every source unseen and delete nothing.

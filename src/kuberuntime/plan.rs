@@ -138,6 +138,10 @@ pub enum Action {
     RemoveSandbox { id: String },
 }
 
+/// The `KillContainer` reason of a container whose spec changed (its
+/// `Killing` event says so).
+pub const SPEC_CHANGED: &str = "container spec changed";
+
 /// A container held back by the crash back-off.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waiting {
@@ -249,7 +253,7 @@ pub fn plan(desired: &DesiredPod, observed: &ObservedPod, backoff: &BackOff, now
             Some(c) if c.state == ContainerState::Running && c.hash == want.hash => keep += 1,
             Some(c) if matches!(c.state, ContainerState::Running | ContainerState::Created) => {
                 let reason = if c.hash != want.hash {
-                    "container spec changed"
+                    SPEC_CHANGED
                 } else {
                     "created but never started"
                 };

@@ -2,7 +2,9 @@
 //! their status, and a watch of the pods bound to this node.
 //!
 //! Invariant: the rest of crilet sees only `MirrorClient`; kube-rs types stay
-//! here. `KubeMirrorClient` talks to a real API server; the integration
+//! here (and in `kube_events.rs` and `kube_events_core.rs`, the Events over
+//! the same connection).
+//! `KubeMirrorClient` talks to a real API server; the integration
 //! tests run it against a real kube-apiserver, and against the in-repo
 //! double for the faults a real server cannot produce on cue.
 
@@ -183,6 +185,29 @@ impl KubeMirrorClient {
         Self::from_config(config).map_err(|e| cfg_err(e.to_string()))
     }
 
+    /// The client `crilet run` uses: from `kubeconfig` if given, else the
+    /// pod's service account when crilet runs in a pod of the cluster, else
+    /// none (standalone).
+    pub async fn connect(kubeconfig: Option<&std::path::Path>, node: &str) -> Result<Option<Self>> {
+        if let Some(path) = kubeconfig {
+            let client = KubeMirrorClient::from_kubeconfig(path).await?;
+            tracing::info!(kubeconfig = %path.display(), node, "mirror pods on the API server");
+            return Ok(Some(client));
+        }
+        let in_cluster = in_cluster_available(
+            std::env::var("KUBERNETES_SERVICE_HOST").ok().as_deref(),
+            std::path::Path::new(SERVICE_ACCOUNT_TOKEN).exists(),
+        );
+        if !in_cluster {
+            return Ok(None);
+        }
+        tracing::info!(
+            node,
+            "no --kubeconfig, but running in a pod: using its service account for mirror pods"
+        );
+        KubeMirrorClient::in_cluster().map(Some)
+    }
+
     /// In a pod: the service account's token and CA.
     pub fn in_cluster() -> Result<Self> {
         let config = kube::Config::incluster().map_err(|e| MirrorError::Config {
@@ -215,6 +240,11 @@ impl KubeMirrorClient {
 
     /// The client of every short request (the events recorder's too).
     pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// The connection, for the Events recorder beside this file.
+    pub(super) fn kube_client(&self) -> kube::Client {
         self.client.clone()
     }
 

@@ -5,15 +5,25 @@
 //! The Node's status parts are pure too: `allocatable` (reservations,
 //! capacity, allocatable), `eviction` (hard thresholds) and `pressure` (the
 //! pressure conditions); `node_sync` drives the Node and its Lease.
-//! May import `pod`, `cri` and `units`; never `agent`, `stats` or `cli`.
+//! Events: `events` (the recorder trait and what an event regards),
+//! `kubelet_events` (the kubelet's reasons and messages) and `event_spam`
+//! (the burst cap) are pure; `kube_events` sends them, as core/v1
+//! (`kube_events_core`).
+//! May import `kuberuntime`, `pod`, `cri` and `units`; never `agent`, `stats`
+//! or `cli`.
 
 mod admission;
 pub mod admit;
 pub mod allocatable;
 pub mod client;
 pub mod decide;
+pub mod event_spam;
+pub mod events;
 pub mod eviction;
 pub mod fake;
+pub mod kube_events;
+pub mod kube_events_core;
+pub mod kubelet_events;
 pub mod manager;
 pub mod node;
 pub mod node_sync;

@@ -8,4 +8,4 @@ pub mod duration;
 pub mod quantity;
 
 pub use bytes::human_bytes;
-pub use duration::parse_duration;
+pub use duration::{go_duration, parse_duration};

@@ -27,6 +27,8 @@ use crate::kuberuntime::prober::{
     ContainerProbeResults, ProbeReading, ProbeResult, ProbeSpec, ProbeState, ProbeTarget,
     ProbeType, Tick,
 };
+use crate::mirror::events::{EventObject, EventRecorder};
+use crate::mirror::kubelet_events;
 use crate::pod;
 
 /// Where probe runs are counted (`/metrics`); `None` in tests.
@@ -73,6 +75,9 @@ pub struct ProberContext {
     /// Every schedule and tick reads `now` here (the wall clock in the
     /// agent; tests follow tokio's paused time).
     pub clock: Arc<dyn Clock>,
+    /// Where `Unhealthy` and `ProbeWarning` go, as the kubelet's prober
+    /// records them: on every failed or errored run, not only on a change.
+    pub events: Arc<dyn EventRecorder>,
 }
 
 /// A liveness or startup failure the worker must act on.
@@ -356,6 +361,7 @@ impl ProbeTask {
                 );
             }
             self.log(&outcome, recorded.log_error);
+            self.record_event(&outcome);
             if recorded.changed {
                 let output = match &outcome {
                     ProbeOutcome::Success(o)
@@ -413,6 +419,18 @@ impl ProbeTask {
         if changed && self.probe_type != ProbeType::Liveness {
             self.wake.notify_one();
         }
+    }
+
+    fn record_event(&self, outcome: &ProbeOutcome) {
+        let probe = self.probe_type;
+        let event = match outcome {
+            ProbeOutcome::Success(_) => return,
+            ProbeOutcome::Warning(output) => kubelet_events::probe_warning(probe, output),
+            ProbeOutcome::Failure(output) => kubelet_events::probe_failed(probe, output),
+            ProbeOutcome::Error(reason) => kubelet_events::probe_errored(probe, reason),
+        };
+        let object = EventObject::container(&self.pod, &self.container.name);
+        self.ctx.events.event(&object, event);
     }
 
     fn log(&self, outcome: &ProbeOutcome, first_error: bool) {

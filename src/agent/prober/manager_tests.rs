@@ -10,6 +10,7 @@ use crate::agent::prober::clock::TokioClock;
 use crate::agent::prober::handlers::ProbeAction as Run;
 use crate::agent::prober::handlers::fake::{FakeHandlers, HandlerCall};
 use crate::cri::{ContainerMetadata, ContainerState};
+use crate::mirror::events::FakeRecorder;
 use crate::pod::defaults::apply_api_defaults;
 use serde_json::json;
 
@@ -36,6 +37,7 @@ impl Recorder {
 struct Harness {
     handlers: Arc<FakeHandlers>,
     recorder: Arc<Recorder>,
+    events: Arc<FakeRecorder>,
     ctx: Arc<ProberContext>,
     wake: Arc<Notify>,
     base: tokio::time::Instant,
@@ -45,6 +47,7 @@ struct Harness {
 fn harness() -> Harness {
     let handlers = Arc::new(FakeHandlers::new());
     let recorder = Arc::new(Recorder::default());
+    let events = Arc::new(FakeRecorder::new());
     let start = Timestamp::from_second(1_700_000_000).unwrap();
     let ctx = Arc::new(ProberContext {
         runner: handlers.clone(),
@@ -52,10 +55,12 @@ fn harness() -> Harness {
         agent_started: start - jiff::SignedDuration::from_hours(24),
         node_ip: "10.0.0.1".into(),
         clock: Arc::new(TokioClock::new(start)),
+        events: events.clone(),
     });
     Harness {
         handlers,
         recorder,
+        events,
         ctx,
         wake: Arc::new(Notify::new()),
         base: tokio::time::Instant::now(),
@@ -265,6 +270,44 @@ async fn liveness_failure_is_reported_once_then_holds_until_a_new_container() {
     assert_eq!(h.commands_on("c2"), ["live"]);
     assert_eq!(h.commands_on("c1").len(), 3);
     assert_eq!(prober.take_unhealthy(), []);
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_run_that_fails_or_errors_records_an_event_on_the_container() {
+    let h = harness();
+    h.handlers
+        .push_probe(ProbeOutcome::Failure("exit 1".into()));
+    h.handlers
+        .push_probe(ProbeOutcome::Error("no such port".into()));
+    h.handlers.push_probe(ProbeOutcome::Success(String::new()));
+    h.handlers
+        .push_probe(ProbeOutcome::Warning("redirect".into()));
+    h.handlers
+        .push_probe(ProbeOutcome::Failure("exit 2".into()));
+    let live = exec_probe("live", json!({"failureThreshold": 5}));
+    let prober = h.start(&pod(json!({"livenessProbe": live})));
+    prober.observe(&[app("c1", 0, ContainerState::Running)], "");
+    h.until(45).await;
+    let got: Vec<_> = h.events.events().into_iter().collect();
+    let want = [
+        ("Unhealthy", "Liveness probe failed: exit 1"),
+        (
+            "Unhealthy",
+            "Liveness probe errored and resulted in unknown state: no such port",
+        ),
+        ("ProbeWarning", "Liveness probe warning: redirect"),
+        ("Unhealthy", "Liveness probe failed: exit 2"),
+    ];
+    let seen: Vec<_> = got
+        .iter()
+        .map(|(_, e)| (e.reason, e.message.as_str()))
+        .collect();
+    assert_eq!(seen, want);
+    for (object, event) in &got {
+        assert_eq!(object.field_path, "spec.containers{app}");
+        assert_eq!((object.name.as_str(), object.uid.as_str()), ("web", "u1"));
+        assert_eq!(event.type_, crate::mirror::events::EventType::Warning);
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -4,8 +4,9 @@
 //! the pod worker.
 //!
 //! Invariant: a hook never outlives the grace period it was given, and a
-//! failing hook never stops the stop: preStop failures are logged as
-//! `FailedPreStopHook` and the container is stopped all the same.
+//! failing hook never stops the stop: preStop failures are logged and
+//! recorded as `FailedPreStopHook` and the container is stopped all the
+//! same. Each kill of a known pod's container records `Killing` first.
 
 use k8s_openapi::api::core::v1::LifecycleHandler;
 
@@ -54,15 +55,21 @@ async fn run_hook(
 /// Stops container `id` (named `name`) of `pod` within `grace` seconds: its
 /// preStop hook (if any, and if there is a grace period) first, bounded by
 /// the grace period, then StopContainer with what is left, at least 2 s.
-/// `pod` is `None` for an orphan: no spec, so no hook.
+/// `why` is the `Killing` event's message (the kubelet's default, "Stopping
+/// container NAME", when None). `pod` is `None` for an orphan: no spec, so
+/// no hook and no event (there is no pod to record it on).
 pub async fn kill_container(
     ctx: &WorkerContext,
     pod: Option<&Pod>,
     pod_ip: &str,
     id: &str,
     name: &str,
+    why: Option<&str>,
     grace: i64,
 ) -> Result<(), RuntimeError> {
+    if let Some(p) = pod {
+        ctx.container_event(p, name, kubelet_events::killing(name, why));
+    }
     let mut grace = grace.max(0);
     let hook = pod.and_then(|p| {
         let c = mapping::all_containers(p).find(|c| c.name == name)?;
@@ -86,7 +93,8 @@ pub async fn kill_container(
         match tokio::time::timeout(limit, run).await {
             Ok(Ok(())) => {}
             Ok(Err(message)) => {
-                tracing::warn!(pod = %full_name, container = name, error = %message, "FailedPreStopHook: PreStopHook failed; stopping the container all the same")
+                tracing::warn!(pod = %full_name, container = name, error = %message, "FailedPreStopHook: PreStopHook failed; stopping the container all the same");
+                ctx.container_event(pod, name, kubelet_events::failed_pre_stop_hook());
             }
             Err(_) => {
                 tracing::warn!(pod = %full_name, container = name, grace, "FailedPreStopHook: PreStopHook did not finish within the grace period")
@@ -136,14 +144,10 @@ impl Worker {
             return Ok(());
         };
         tracing::warn!(pod = %pod::full_name(pod), uid = pod::uid(pod), container = %container.name, error = %message, "FailedPostStartHook: PostStartHook failed; killing the container");
-        kill_container(
-            &ctx,
-            Some(pod),
-            pod_ip,
-            id,
-            &container.name,
-            mapping::termination_grace_period(pod),
-        )
-        .await
+        let name = &container.name;
+        ctx.container_event(pod, name, kubelet_events::failed_post_start_hook());
+        let why = Some(kubelet_events::FAILED_POST_START_HOOK);
+        let grace = mapping::termination_grace_period(pod);
+        kill_container(&ctx, Some(pod), pod_ip, id, name, why, grace).await
     }
 }

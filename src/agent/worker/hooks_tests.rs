@@ -71,7 +71,7 @@ async fn pre_stop_time_comes_out_of_the_grace_period_and_stop_gets_at_least_2s()
         handlers.push_hook_taking(Duration::from_millis(took), result);
 
         let t0 = tokio::time::Instant::now();
-        kill_container(&w.ctx, Some(&pod), "", &id, "app", grace)
+        kill_container(&w.ctx, Some(&pod), "", &id, "app", None, grace)
             .await
             .unwrap();
         let waited = Duration::from_millis(took).min(secs(grace as u64));
@@ -93,11 +93,11 @@ async fn no_pre_stop_without_grace_or_spec_and_stop_still_gets_its_time() {
     let pod = with_pre_stop();
     let (w, rt, id) = running(root.path(), &handlers, &pod).await;
 
-    kill_container(&w.ctx, Some(&pod), "", &id, "app", 0)
+    kill_container(&w.ctx, Some(&pod), "", &id, "app", None, 0)
         .await
         .unwrap();
     // An orphan found on the runtime has no spec, so no hook.
-    kill_container(&w.ctx, None, "", &id, "app", 12)
+    kill_container(&w.ctx, None, "", &id, "app", None, 12)
         .await
         .unwrap();
     assert_eq!(hooks(&handlers), []);

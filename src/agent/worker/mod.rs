@@ -35,6 +35,8 @@ use crate::kuberuntime::status::{
     CONTAINER_CREATING, POD_INITIALIZING, StatusInput, WaitingReason, pod_status,
 };
 use crate::kuberuntime::termination::message_source;
+use crate::mirror::events::{Event, EventObject, EventRecorder};
+use crate::mirror::kubelet_events;
 use crate::pod::view::StatusCache;
 use crate::pod::{self, Pod};
 use hooks::kill_container;
@@ -79,6 +81,16 @@ pub struct WorkerContext {
     pub hooks: Arc<dyn HookRunner>,
     /// Image pulls in the air: workers needing the same image share one.
     pub image_pulls: crate::images::pulls::PullFlights,
+    /// Where the pod's events go (Pulled, Created, Started, Killing, ...).
+    pub events: Arc<dyn EventRecorder>,
+}
+
+impl WorkerContext {
+    /// Records `event` on container `container` of `pod`.
+    fn container_event(&self, pod: &Pod, container: &str, event: Event) {
+        self.events
+            .event(&EventObject::container(pod, container), event);
+    }
 }
 
 /// The sync loop's handle on a worker.
@@ -296,6 +308,9 @@ impl Worker {
         let planned = plan::plan(&desired, &obs.to_plan_input(), &self.backoff, now);
         let mut result = Ok(());
         for w in &planned.waiting {
+            let desc = kubelet_events::pod_desc(pod::name(pod), pod::namespace(pod), uid);
+            let event = kubelet_events::back_off_restarting(&w.name, &desc);
+            self.ctx.container_event(pod, &w.name, event);
             self.waiting.insert(
                 w.name.clone(),
                 WaitingReason {
@@ -368,7 +383,10 @@ impl Worker {
             Action::KillContainer { id, name, reason } => {
                 tracing::info!(pod = %pod::full_name(pod), container = name, reason, "killing container");
                 let grace = mapping::termination_grace_period(pod);
-                kill_container(&self.ctx, Some(pod), &self.pod_ip, id, name, grace).await
+                let why = (reason == plan::SPEC_CHANGED)
+                    .then(|| kubelet_events::definition_changed(name));
+                let (ctx, ip) = (&self.ctx, &self.pod_ip);
+                kill_container(ctx, Some(pod), ip, id, name, why.as_deref(), grace).await
             }
             Action::CreateSandbox { attempt } => {
                 let id = self.create_sandbox(pod, *attempt).await?;
@@ -427,15 +445,10 @@ impl Worker {
             let grace = u
                 .grace
                 .unwrap_or_else(|| mapping::termination_grace_period(pod));
-            let result = kill_container(
-                &self.ctx,
-                Some(pod),
-                &self.pod_ip,
-                &u.container_id,
-                &u.container,
-                grace,
-            )
-            .await;
+            let why = kill_message(&u);
+            let (ctx, ip) = (&self.ctx, &self.pod_ip);
+            let (id, name) = (&u.container_id, &u.container);
+            let result = kill_container(ctx, Some(pod), ip, id, name, Some(&why), grace).await;
             if let Err(e) = result {
                 if let Some(p) = &self.prober {
                     p.return_unhealthy(std::iter::once(u).chain(unhealthy).collect());
@@ -569,3 +582,6 @@ pub(crate) mod tests;
 
 #[cfg(test)]
 mod hooks_tests;
+
+#[cfg(test)]
+mod events_tests;

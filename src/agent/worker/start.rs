@@ -20,6 +20,8 @@ impl Worker {
         // leaves the pod Pending and is retried with the sync.
         if let Err(e) = check_volumes(pod) {
             let message = e.to_string();
+            let event = kubelet_events::failed_mount(&message);
+            self.ctx.events.event(&EventObject::pod(pod), event);
             self.volume_error = Some(message.clone());
             return Err(RuntimeError::Refused {
                 op: "volume setup",
@@ -35,6 +37,8 @@ impl Worker {
         match rt.run_pod_sandbox(&config).await {
             Ok(id) => Ok(id),
             Err(e) => {
+                let event = kubelet_events::failed_create_pod_sandbox(&e.to_string());
+                self.ctx.events.event(&EventObject::pod(pod), event);
                 // A failed run can leave a NOTREADY sandbox that holds the
                 // name of this attempt: clear it so the retry can use it.
                 let stale = rt
@@ -88,7 +92,14 @@ impl Worker {
             }
         };
         let now = now_nanos();
-        if let Err((reason, message)) = self.ensure_image(&container, &sandbox_config, now).await {
+        if let Err((reason, message)) = self
+            .ensure_image(pod, &container, &sandbox_config, now)
+            .await
+        {
+            // The kubelet's "Error: <err>": for an image, the error is the
+            // waiting reason itself.
+            let event = kubelet_events::failed(image_outcome(&reason), &reason);
+            self.ctx.container_event(pod, name, event);
             self.waiting.insert(
                 name.to_string(),
                 WaitingReason {
@@ -110,11 +121,14 @@ impl Worker {
             &pod_ip,
         )
         .map_err(|e| {
+            let message = e.to_string();
+            let event = kubelet_events::failed(CREATE_CONTAINER_CONFIG_ERROR, &message);
+            self.ctx.container_event(pod, name, event);
             self.waiting.insert(
                 name.to_string(),
                 WaitingReason {
-                    reason: "CreateContainerConfigError".into(),
-                    message: e.to_string(),
+                    reason: CREATE_CONTAINER_CONFIG_ERROR.into(),
+                    message,
                 },
             );
             refused(e)
@@ -128,14 +142,14 @@ impl Worker {
                 "creating container log directory {}: {e}",
                 log_dir.display()
             );
-            return Err(self.config_error(name, what));
+            return Err(self.config_error(pod, name, what));
         }
         if mapping::termination_message_path(&container).is_some() {
             let file =
                 mapping::termination_message_file(&self.ctx.node, pod::uid(pod), name, attempt);
             if let Err(e) = create_message_file(&file) {
                 let what = format!("creating termination message file {}: {e}", file.display());
-                return Err(self.config_error(name, what));
+                return Err(self.config_error(pod, name, what));
             }
         }
         if restart {
@@ -147,53 +161,72 @@ impl Worker {
         {
             Ok(id) => id,
             Err(e) => {
+                let message = e.to_string();
+                let event = kubelet_events::failed("CreateContainerError", &message);
+                self.ctx.container_event(pod, name, event);
                 self.waiting.insert(
                     name.to_string(),
                     WaitingReason {
                         reason: "CreateContainerError".into(),
-                        message: e.to_string(),
+                        message,
                     },
                 );
                 return Err(e);
             }
         };
+        self.ctx
+            .container_event(pod, name, kubelet_events::created(name));
         if let Err(e) = rt.start_container(&id).await {
+            let message = e.to_string();
+            let detail = kubelet_events::without_id(&message, &id, name);
+            let event = kubelet_events::failed("RunContainerError", &detail);
+            self.ctx.container_event(pod, name, event);
             self.waiting.insert(
                 name.to_string(),
                 WaitingReason {
                     reason: "RunContainerError".into(),
-                    message: e.to_string(),
+                    message,
                 },
             );
             return Err(e);
         }
+        self.ctx
+            .container_event(pod, name, kubelet_events::started(name));
         self.waiting.remove(name);
         self.post_start(pod, &container, &pod_ip, &id).await
     }
 
-    /// Pulls per the container's policy. Err is (reason, message) for the status.
+    /// Pulls per the container's policy, recording the kubelet's image
+    /// events on the container. Err is (reason, message) for the status.
     pub(super) async fn ensure_image(
         &mut self,
+        pod: &Pod,
         container: &Container,
         sandbox: &crate::cri::PodSandboxConfig,
         now: i64,
     ) -> Result<(), (String, String)> {
         let rt = self.ctx.runtime.clone();
         let image = container.image.clone().unwrap_or_default();
+        let ctx = self.ctx.clone();
+        let record = |event| ctx.container_event(pod, &container.name, event);
         let policy = container
             .image_pull_policy
             .as_deref()
             .unwrap_or("IfNotPresent");
         if policy != "Always" {
-            let present = rt
-                .image_status(&image)
-                .await
-                .map_err(|e| ("ErrImageInspect".to_string(), e.to_string()))?
-                .is_some();
+            let present = match rt.image_status(&image).await {
+                Ok(status) => status.is_some(),
+                Err(e) => {
+                    record(kubelet_events::failed_to_inspect(&image, &e.to_string()));
+                    return Err(("ErrImageInspect".to_string(), e.to_string()));
+                }
+            };
             if present {
+                record(kubelet_events::already_present(&image));
                 return Ok(());
             }
             if policy == "Never" {
+                record(kubelet_events::never_pull(&image));
                 return Err((
                     "ErrImageNeverPull".into(),
                     format!("container image {image:?} is not present with pull policy of Never"),
@@ -203,12 +236,15 @@ impl Worker {
         let key = pull_key(&container.name);
         if let Some((at, last)) = self.pull_failures.get(&container.name) {
             if self.backoff.blocked_until(&key, *at, now).is_some() {
+                record(kubelet_events::back_off_pulling(&image));
                 return Err((
                     "ImagePullBackOff".into(),
                     format!("Back-off pulling image {image:?}: {last}"),
                 ));
             }
         }
+        record(kubelet_events::pulling(&image));
+        let asked = std::time::Instant::now();
         // One pull per image: the workers of other pods that need it while
         // it runs wait for this one. The leader's sandbox config goes with
         // it; static pods pull without credentials and all run on the
@@ -221,6 +257,13 @@ impl Worker {
         match pulled {
             Ok(image_ref) => {
                 tracing::info!(image, image_ref, "pulled image");
+                // Waiters share the leader's pull: its time is theirs.
+                let took = asked.elapsed();
+                let size = match rt.image_status(&image_ref).await {
+                    Ok(Some(i)) => i.size,
+                    _ => 0,
+                };
+                record(kubelet_events::pulled(&image, took, took, size));
                 self.pull_failures.remove(&container.name);
                 self.backoff.reset(&key);
                 Ok(())
@@ -228,6 +271,7 @@ impl Worker {
             Err(e) => {
                 self.backoff.next(&key, now);
                 let message = e.to_string();
+                record(kubelet_events::failed_to_pull(&image, &message));
                 self.pull_failures
                     .insert(container.name.clone(), (now, message.clone()));
                 Err(("ErrImagePull".into(), message))
@@ -236,14 +280,28 @@ impl Worker {
     }
 }
 
+const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";
+
+/// The `Failed` event's action for an image error (the waiting reason).
+fn image_outcome(reason: &str) -> &'static str {
+    match reason {
+        "ErrImageNeverPull" => "ErrImageNeverPull",
+        "ErrImageInspect" => "ErrImageInspect",
+        "ImagePullBackOff" => "ImagePullBackOff",
+        _ => "ErrImagePull",
+    }
+}
+
 impl Worker {
     /// Records a host-side failure before CreateContainer as the container's
     /// CreateContainerConfigError, as the kubelet shows it.
-    fn config_error(&mut self, name: &str, message: String) -> RuntimeError {
+    fn config_error(&mut self, pod: &Pod, name: &str, message: String) -> RuntimeError {
+        let event = kubelet_events::failed(CREATE_CONTAINER_CONFIG_ERROR, &message);
+        self.ctx.container_event(pod, name, event);
         self.waiting.insert(
             name.to_string(),
             WaitingReason {
-                reason: "CreateContainerConfigError".into(),
+                reason: CREATE_CONTAINER_CONFIG_ERROR.into(),
                 message: message.clone(),
             },
         );

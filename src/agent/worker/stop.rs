@@ -90,9 +90,9 @@ pub(super) async fn kill_all(
         let (id, name) = (c.id.clone(), c.metadata.name.clone());
         // Each container with its own preStop, all at once (the kubelet's
         // killContainersWithSyncResult).
-        set.spawn(
-            async move { kill_container(&ctx, pod.as_deref(), &pod_ip, &id, &name, grace).await },
-        );
+        set.spawn(async move {
+            kill_container(&ctx, pod.as_deref(), &pod_ip, &id, &name, None, grace).await
+        });
     }
     let mut first_err = None;
     while let Some(r) = set.join_next().await {

@@ -66,9 +66,11 @@ pub(crate) fn test_context(
             agent_started,
             node_ip: "10.0.0.1".into(),
             clock: Arc::new(TokioClock::new(jiff::Timestamp::now())),
+            events: Arc::new(crate::mirror::events::NoopRecorder),
         }),
         hooks: handlers,
         image_pulls: Default::default(),
+        events: Arc::new(crate::mirror::events::NoopRecorder),
     }
 }
 
