@@ -128,6 +128,22 @@ async fn the_default_taint_is_registered_and_api_pods_are_rejected_once() {
         // The server's QoS class stays; the write was the node's own.
         assert_eq!(status.qos_class.as_deref(), Some("BestEffort"));
         assert!(crate::kube::managers(&p).iter().any(|m| m == "crilet"));
+        // And a Warning Event on the pod, as the kubelet's rejectPod records.
+        let event = eventually(LIMIT, || async {
+            let events = lab.events_of("default", &uid).await;
+            events
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some(REASON))
+        })
+        .await
+        .unwrap_or_else(|| panic!("no {REASON} Event for {name}:\n{}", agent.logs()));
+        assert_eq!(event.type_.as_deref(), Some("Warning"));
+        assert!(
+            event
+                .message
+                .unwrap_or_default()
+                .contains("static pods only")
+        );
         rejected.push((name.to_string(), uid, p.metadata.resource_version.clone()));
     }
     // The static pod beside them is mirrored and runs as ever.

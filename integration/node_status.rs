@@ -180,6 +180,20 @@ async fn capacity_allocatable_conditions_and_node_info_are_the_machines() {
         "{runtime}"
     );
 
+    // The kubelet's node events, on the Node (its name as its uid).
+    let reasons = eventually(LIMIT, || async {
+        let events = lab.events_of("default", &node.name).await;
+        let reasons: Vec<String> = events.into_iter().filter_map(|e| e.reason).collect();
+        (reasons.iter().any(|r| r == "Starting") && reasons.iter().any(|r| r == "NodeReady"))
+            .then_some(reasons)
+    })
+    .await;
+    let reasons =
+        reasons.unwrap_or_else(|| panic!("no Starting and NodeReady events:\n{}", agent.logs()));
+    for want in ["NodeHasSufficientMemory", "NodeHasSufficientPID"] {
+        assert!(reasons.iter().any(|r| r == want), "{want}: {reasons:?}");
+    }
+
     // Images: the pod's busybox among them, largest first.
     let n = node_where(&lab, &node.name, "busybox in status.images", |n| {
         (n.status.as_ref().and_then(|s| s.images.as_ref())).is_some_and(|is| {
@@ -279,6 +293,14 @@ async fn disk_pressure_goes_true_on_a_full_root_dir_and_back_to_false() {
     .await;
     let c = condition(&n, "DiskPressure");
     assert_eq!(c.reason.as_deref(), Some("KubeletHasDiskPressure"));
+    let pressure_event = eventually(LIMIT, || async {
+        let events = lab.events_of("default", &node.name).await;
+        events
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("NodeHasDiskPressure"))
+    })
+    .await;
+    assert!(pressure_event.is_some(), "no NodeHasDiskPressure event");
     assert_eq!(c.message.as_deref(), Some("kubelet has disk pressure"));
     assert_ne!(c.last_transition_time, calm_since, "it moved");
     let pressed_since = c.last_transition_time.clone();

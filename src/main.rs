@@ -343,6 +343,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
                 statuses: handles.statuses.clone(),
                 status_changed: handles.status_changed.clone(),
                 mirrors_tx: handles.mirrors.clone(),
+                events: events.clone(),
             };
             tokio::spawn(manager.run(cancel.clone()));
         }

@@ -17,8 +17,10 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::admit::{REJECT_MESSAGE, REJECT_REASON, Rejection, pods_to_finish, pods_to_reject};
+use super::admit::{REJECT_MESSAGE, REJECT_REASON, pods_to_finish, pods_to_reject};
 use super::client::MirrorClient;
+use super::events::EventRecorder;
+use super::kubelet_events::rejected;
 use super::manager::retry_delay;
 
 /// A failed write: how many in a row, and when the next may go.
@@ -31,6 +33,7 @@ struct Retry {
 /// rejects each, until `cancel`.
 pub(super) async fn admission_loop(
     client: Arc<dyn MirrorClient>,
+    events: Arc<dyn EventRecorder>,
     mut api_pods: watch::Receiver<BTreeMap<String, Pod>>,
     cancel: CancellationToken,
 ) {
@@ -74,7 +77,7 @@ pub(super) async fn admission_loop(
                         pod = %r.full_name, uid = %r.uid, reason = REJECT_REASON,
                         "pod rejected: {REJECT_MESSAGE}"
                     );
-                    record_rejection_event(&r);
+                    events.event(&r.object, rejected(REJECT_REASON, REJECT_MESSAGE.into()));
                     written.insert(r.uid);
                 }
                 Err(e) => {
@@ -107,14 +110,6 @@ fn failed(retries: &mut BTreeMap<String, Retry>, uid: &str) -> bool {
     retry.failures += 1;
     retry.due = Instant::now() + retry_delay(retry.failures);
     retry.failures == 1
-}
-
-/// EVENTS: the Warning Event of a rejection goes here (type Warning,
-/// reason [`REJECT_REASON`], message [`REJECT_MESSAGE`], regarding the pod
-/// `r.namespace`/`r.name`/`r.uid`), as the kubelet's `rejectPod` records
-/// one. Called once per rejection, after the API server took the status.
-fn record_rejection_event(r: &Rejection) {
-    let _ = r;
 }
 
 #[cfg(test)]
@@ -152,7 +147,12 @@ mod tests {
         let (tx, rx) = watch::channel(BTreeMap::new());
         let cancel = CancellationToken::new();
         client.fail_next("patch_pod_status");
-        let task = tokio::spawn(admission_loop(client.clone(), rx, cancel.clone()));
+        let task = tokio::spawn(admission_loop(
+            client.clone(),
+            Arc::new(crate::mirror::events::NoopRecorder),
+            rx,
+            cancel.clone(),
+        ));
 
         // The first write fails; the watch changing again does not retry it
         // before its delay.
@@ -185,7 +185,12 @@ mod tests {
         let client = Arc::new(FakeMirrorClient::new());
         let (tx, rx) = watch::channel(BTreeMap::new());
         let cancel = CancellationToken::new();
-        let task = tokio::spawn(admission_loop(client.clone(), rx, cancel.clone()));
+        let task = tokio::spawn(admission_loop(
+            client.clone(),
+            Arc::new(crate::mirror::events::NoopRecorder),
+            rx,
+            cancel.clone(),
+        ));
         let mut p = api_pod("gone");
         p.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::from_second(1).unwrap()));
         tx.send_replace(by_uid(&[p.clone()]));

@@ -17,6 +17,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use super::events::EventObject;
 use crate::pod::{full_name, is_mirror_pod, name, namespace, uid};
 
 /// The status reason of a rejected pod (CamelCase, as the kubelet's
@@ -36,6 +37,8 @@ pub struct Rejection {
     /// `<name>_<namespace>`, for the log.
     pub full_name: String,
     pub status: PodStatus,
+    /// The pod, as its Warning Event regards it.
+    pub object: EventObject,
 }
 
 /// The pods among `pods` (all those bound to the node) to reject now.
@@ -58,6 +61,7 @@ pub fn pods_to_reject<'a>(
             uid: uid(p).to_string(),
             full_name: full_name(p),
             status: rejected_status(p, now),
+            object: EventObject::pod(p),
         })
         .collect()
 }

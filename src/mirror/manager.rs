@@ -22,6 +22,7 @@ use super::client::{MirrorClient, MirrorError, PodEvent};
 use super::decide::{
     DeleteReason, MirrorAction, MirrorInputs, NodeRef, decide, mirror_pod_for, status_differs,
 };
+use super::events::EventRecorder;
 use super::node_sync::{NodeFacts, NodeInputs, NodeStatusPolicy, node_loop};
 use crate::pod::view::{AgentView, StatusCache};
 use crate::pod::{self, manager::PodManager};
@@ -38,6 +39,8 @@ pub struct MirrorManager {
     pub node: NodeFacts,
     pub status_policy: NodeStatusPolicy,
     pub node_inputs: NodeInputs,
+    /// Where the Node's events and pod rejections are recorded.
+    pub events: Arc<dyn EventRecorder>,
     pub view: watch::Receiver<Arc<AgentView>>,
     pub statuses: StatusCache,
     /// Changes whenever a static pod's status changes.
@@ -63,11 +66,13 @@ impl MirrorManager {
             facts,
             self.status_policy.clone(),
             inputs,
+            self.events.clone(),
             node_tx,
             cancel.clone(),
         ));
         tokio::spawn(watch_loop(
             self.client.clone(),
+            self.events.clone(),
             self.node_name.clone(),
             seen_tx,
             self.mirrors_tx.clone(),
@@ -81,6 +86,7 @@ impl MirrorManager {
 /// every other pod to the admission loop it starts, which rejects them.
 async fn watch_loop(
     client: Arc<dyn MirrorClient>,
+    events: Arc<dyn EventRecorder>,
     node: String,
     seen_tx: watch::Sender<BTreeMap<String, Pod>>,
     mirrors_tx: mpsc::Sender<Vec<Pod>>,
@@ -90,7 +96,8 @@ async fn watch_loop(
     let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
     // Its own task: a slow rejection write never holds up mirror pods.
     let (api_pods_tx, api_pods_rx) = watch::channel(BTreeMap::new());
-    tokio::spawn(admission_loop(client.clone(), api_pods_rx, cancel.clone()));
+    let admission = admission_loop(client.clone(), events, api_pods_rx, cancel.clone());
+    tokio::spawn(admission);
     let mut failing = false;
     loop {
         let event = tokio::select! {
@@ -321,6 +328,7 @@ mod tests {
                 observation: watch::channel(None).1,
                 images: None,
             },
+            events: Arc::new(crate::mirror::events::NoopRecorder),
             view,
             statuses,
             status_changed,

@@ -36,7 +36,9 @@ use tokio_util::sync::CancellationToken;
 use super::allocatable::NodeResources;
 use super::client::{MirrorClient, MirrorError, NodeEvent};
 use super::decide::NodeRef;
+use super::events::{EventObject, EventRecorder};
 use super::eviction::{Observation, Threshold};
+use super::kubelet_events;
 use super::node::{
     NodeStatusInputs, NodeSystem, new_node, node_images, node_lease, node_status, pressure_of,
     status_has_changed,
@@ -104,9 +106,12 @@ pub async fn node_loop(
     facts: NodeFacts,
     policy: NodeStatusPolicy,
     mut inputs: NodeInputs,
+    events: Arc<dyn EventRecorder>,
     node_tx: watch::Sender<Option<NodeRef>>,
     cancel: CancellationToken,
 ) {
+    let node_ref = EventObject::node(&facts.name);
+    events.event(&node_ref, kubelet_events::starting());
     let mut state = State::default();
     // The last error logged: a new kind of failure is logged, a repeat is not.
     let mut failing: Option<String> = None;
@@ -129,7 +134,11 @@ pub async fn node_loop(
                 None => state.tracker.under_pressure(now, policy.transition_period),
             }
         };
+        let before = written_conditions(&state);
         let result = pass(&*client, &facts, &policy, &under_pressure, &mut state).await;
+        for reason in condition_events(&before, &written_conditions(&state)) {
+            events.event(&node_ref, kubelet_events::node_status(&facts.name, reason));
+        }
         let wait = match result {
             Ok(node) => {
                 if node_events.is_none() {
@@ -187,6 +196,45 @@ pub async fn node_loop(
             }
         }
     }
+}
+
+/// The conditions of the status last written (or, before the first write,
+/// of the Node as read).
+fn written_conditions(state: &State) -> Vec<NodeCondition> {
+    match &state.written {
+        Some((status, _)) => status.conditions.clone().unwrap_or_default(),
+        None => (state.node.as_ref())
+            .and_then(|n| n.status.as_ref())
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default(),
+    }
+}
+
+/// The kubelet's node events for a status write: one per condition that is
+/// new or changed status, `NodeReady` / `NodeHasDiskPressure` /
+/// `NodeHasSufficientMemory` and so on, in the conditions' order.
+pub fn condition_events(before: &[NodeCondition], after: &[NodeCondition]) -> Vec<&'static str> {
+    after
+        .iter()
+        .filter(|c| {
+            let old = before.iter().find(|b| b.type_ == c.type_);
+            old.is_none_or(|b| b.status != c.status)
+        })
+        .filter_map(|c| {
+            let on = c.status == "True";
+            Some(match (c.type_.as_str(), on) {
+                ("Ready", true) => "NodeReady",
+                ("Ready", false) => "NodeNotReady",
+                ("MemoryPressure", true) => "NodeHasInsufficientMemory",
+                ("MemoryPressure", false) => "NodeHasSufficientMemory",
+                ("DiskPressure", true) => "NodeHasDiskPressure",
+                ("DiskPressure", false) => "NodeHasNoDiskPressure",
+                ("PIDPressure", true) => "NodeHasInsufficientPID",
+                ("PIDPressure", false) => "NodeHasSufficientPID",
+                _ => return None,
+            })
+        })
+        .collect()
 }
 
 /// The next event of the node watch; never, while there is none.

@@ -3,6 +3,7 @@
 //! or when the report period is due.
 
 use super::*;
+use crate::mirror::events::FakeRecorder;
 use crate::mirror::eviction::{Observed, Signal, default_eviction_hard, parse_thresholds};
 use crate::mirror::fake::FakeMirrorClient;
 
@@ -53,6 +54,7 @@ fn healthy() -> Observation {
 
 struct Running {
     client: Arc<FakeMirrorClient>,
+    recorder: Arc<FakeRecorder>,
     observation: watch::Sender<Option<Observation>>,
     node_rx: watch::Receiver<Option<NodeRef>>,
     cancel: CancellationToken,
@@ -73,6 +75,7 @@ fn start() -> Running {
 }
 
 fn start_on(client: Arc<FakeMirrorClient>) -> Running {
+    let recorder = Arc::new(FakeRecorder::new());
     let (observation, rx) = watch::channel(Some(healthy()));
     let (node_tx, node_rx) = watch::channel(None);
     let cancel = CancellationToken::new();
@@ -84,11 +87,13 @@ fn start_on(client: Arc<FakeMirrorClient>) -> Running {
             observation: rx,
             images: None,
         },
+        recorder.clone() as Arc<dyn EventRecorder>,
         node_tx,
         cancel.clone(),
     ));
     Running {
         client,
+        recorder,
         observation,
         node_rx,
         cancel,
@@ -146,6 +151,17 @@ async fn registers_with_its_status_then_renews_the_lease_and_writes_only_when_du
             "Ready=True"
         ]
     );
+    assert_eq!(
+        r.recorder.reasons(),
+        [
+            "Starting",
+            "NodeHasSufficientMemory",
+            "NodeHasNoDiskPressure",
+            "NodeHasSufficientPID",
+            "NodeReady"
+        ],
+        "the kubelet's node events at registration"
+    );
     // Idle: one cached Lease PUT per pass, nothing else, until the report
     // period (5 m) is due.
     let seen = r.client.calls().len();
@@ -192,6 +208,8 @@ async fn a_met_threshold_is_written_at_the_next_pass_and_transitions_once() {
         .unwrap();
     assert_eq!(disk.status, "True");
     assert_eq!(disk.reason.as_deref(), Some("KubeletHasDiskPressure"));
+    assert_eq!(r.recorder.reasons().last(), Some(&"NodeHasDiskPressure"));
+    let events = r.recorder.reasons().len();
     let since = disk.last_transition_time.clone();
     // Still full, and then clear within the transition period: True stays,
     // unchanged, so nothing more is written.
@@ -214,6 +232,7 @@ async fn a_met_threshold_is_written_at_the_next_pass_and_transitions_once() {
         (disk.status.as_str(), &disk.last_transition_time),
         ("True", &since)
     );
+    assert_eq!(r.recorder.reasons().len(), events, "no change, no event");
     r.cancel.cancel();
     r.task.await.unwrap();
 }
@@ -306,4 +325,45 @@ async fn a_deleted_node_is_registered_again_at_once() {
     );
     r.cancel.cancel();
     r.task.await.unwrap();
+}
+
+#[test]
+fn node_events_name_each_new_or_changed_condition() {
+    let c = |type_: &str, status: &str| NodeCondition {
+        type_: type_.into(),
+        status: status.into(),
+        ..Default::default()
+    };
+    let fresh = [
+        c("MemoryPressure", "False"),
+        c("DiskPressure", "False"),
+        c("PIDPressure", "False"),
+        c("Ready", "True"),
+    ];
+    assert_eq!(
+        condition_events(&[], &fresh),
+        [
+            "NodeHasSufficientMemory",
+            "NodeHasNoDiskPressure",
+            "NodeHasSufficientPID",
+            "NodeReady"
+        ]
+    );
+    assert!(condition_events(&fresh, &fresh).is_empty());
+    let pressed = [
+        c("MemoryPressure", "True"),
+        c("DiskPressure", "True"),
+        c("PIDPressure", "True"),
+        c("Ready", "False"),
+    ];
+    assert_eq!(
+        condition_events(&fresh, &pressed),
+        [
+            "NodeHasInsufficientMemory",
+            "NodeHasDiskPressure",
+            "NodeHasInsufficientPID",
+            "NodeNotReady"
+        ]
+    );
+    assert!(condition_events(&fresh, &[c("Other", "True")]).is_empty());
 }
