@@ -4,8 +4,7 @@
 //! resubscribes with back-off and relists at once; a missed event is found
 //! by the safety-net relist and logged; a lagging loop relists.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
@@ -22,30 +21,7 @@ use crate::cri::{Container, ContainerFilter, ContainerState, FakeRuntime, Runtim
 use crate::kuberuntime::pleg::{EVENTED_RELIST_PERIOD, MISSED_EVENT_GRACE};
 use crate::pod::Pod;
 use crate::pod::view::AgentView;
-
-/// Everything the tracing macros write while a test runs (the sync loop
-/// and the workers run on the test's thread).
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-    fn count(&self, needle: &str) -> usize {
-        self.text().matches(needle).count()
-    }
-}
+use crate::units::test_logs::Logs;
 
 struct Harness {
     rt: Arc<FakeRuntime>,
@@ -82,14 +58,7 @@ async fn start(rt: Arc<FakeRuntime>, events: bool, buffer: usize) -> Harness {
 
 /// [`start`] with another pod.
 async fn start_with(rt: Arc<FakeRuntime>, events: bool, buffer: usize, pod: Pod) -> Harness {
-    let logs = Logs::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_env_filter("info")
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let log_guard = tracing::subscriber::set_default(subscriber);
+    let (logs, log_guard) = Logs::capture("info");
     rt.add_image("busybox", 1);
     let root = tempfile::tempdir().unwrap();
     let handlers = Arc::new(FakeHandlers::new());

@@ -51,10 +51,9 @@ pub fn pods_to_reject<'a>(
     now: jiff::Timestamp,
 ) -> Vec<Rejection> {
     pods.into_iter()
-        .filter(|p| !is_mirror_pod(p))
+        .filter(|p| is_open(p, written, waiting))
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter(|p| !is_terminal(p))
-        .filter(|p| !uid(p).is_empty() && !written.contains(uid(p)) && !waiting.contains(uid(p)))
         .map(|p| Rejection {
             namespace: namespace(p).to_string(),
             name: name(p).to_string(),
@@ -87,9 +86,8 @@ pub fn pods_to_finish<'a>(
     waiting: &BTreeSet<String>,
 ) -> Vec<Finish> {
     pods.into_iter()
-        .filter(|p| !is_mirror_pod(p))
+        .filter(|p| is_open(p, done, waiting))
         .filter(|p| p.metadata.deletion_timestamp.is_some())
-        .filter(|p| !uid(p).is_empty() && !done.contains(uid(p)) && !waiting.contains(uid(p)))
         .map(|p| Finish {
             namespace: namespace(p).to_string(),
             name: name(p).to_string(),
@@ -97,6 +95,12 @@ pub fn pods_to_finish<'a>(
             full_name: full_name(p),
         })
         .collect()
+}
+
+/// An API pod (not a mirror pod, with a UID) neither `done` nor `waiting`
+/// for a retry.
+fn is_open(p: &Pod, done: &BTreeSet<String>, waiting: &BTreeSet<String>) -> bool {
+    !is_mirror_pod(p) && !uid(p).is_empty() && !done.contains(uid(p)) && !waiting.contains(uid(p))
 }
 
 /// Succeeded or Failed: whatever says so (an earlier crilet, a kubelet

@@ -1,41 +1,8 @@
-use std::io::Write;
-
 use tokio::sync::{Notify, mpsc::UnboundedSender};
 
 use super::*;
 use crate::mirror::kubelet_events;
-
-/// Log lines, captured (the recorder's task runs on the test's thread).
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    fn capture() -> (Logs, tracing::subscriber::DefaultGuard) {
-        let logs = Logs::default();
-        let writer = logs.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_env_filter("warn")
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        (logs, tracing::subscriber::set_default(subscriber))
-    }
-    fn count(&self, needle: &str) -> usize {
-        String::from_utf8_lossy(&self.0.lock().unwrap())
-            .matches(needle)
-            .count()
-    }
-}
+use crate::units::test_logs::Logs;
 
 /// A sink that answers each event with the next scripted result (Ok once
 /// they run out), reports what it was given, and can be held.
@@ -131,7 +98,7 @@ async fn a_crash_loop_sends_its_burst_and_the_rest_is_throttled() {
 
 #[tokio::test]
 async fn each_kind_of_failure_is_logged_once_at_warn() {
-    let (logs, _guard) = Logs::capture();
+    let (logs, _guard) = Logs::capture("warn");
     let transport = Err(SinkError {
         kind: FailureKind::Transport,
         message: "connection refused".into(),
@@ -159,7 +126,7 @@ async fn each_kind_of_failure_is_logged_once_at_warn() {
 
 #[tokio::test(start_paused = true)]
 async fn a_send_with_no_answer_times_out_and_the_next_goes_on() {
-    let (logs, _guard) = Logs::capture();
+    let (logs, _guard) = Logs::capture("warn");
     let hold = Arc::new(Notify::new());
     let (sink, mut seen) = sink(vec![], Some(hold));
     let recorder = KubeEventRecorder::with_sink(sink, 10, CancellationToken::new());
@@ -175,7 +142,7 @@ async fn a_send_with_no_answer_times_out_and_the_next_goes_on() {
 
 #[tokio::test]
 async fn a_full_queue_is_logged_once() {
-    let (logs, _guard) = Logs::capture();
+    let (logs, _guard) = Logs::capture("warn");
     let hold = Arc::new(Notify::new());
     let (sink, mut seen) = sink(vec![], Some(hold));
     let recorder = KubeEventRecorder::with_sink(sink, 1, CancellationToken::new());

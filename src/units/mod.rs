@@ -6,6 +6,8 @@
 pub mod bytes;
 pub mod duration;
 pub mod quantity;
+#[cfg(test)]
+pub mod test_logs;
 
 pub use bytes::human_bytes;
 pub use duration::{go_duration, parse_duration};
