@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{env_or, ms, pod, raw_remove, raw_start};
-use crilet::agent::cgroup::{CGROUP_ROOT, remove_pod_cgroup};
+use crilet::cm::cgroup::{CGROUP_ROOT, remove_pod_cgroup};
 use crilet::cri::*;
 use futures::StreamExt;
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crilet::cri::{FakeRuntime, Runtime};
-use crilet::kuberuntime::logs::LogOptions;
+use crilet::logs::LogOptions;
 use crilet::logs::{LogTarget, stream};
 
 const LOG_BYTES: usize = 10 * 1024 * 1024;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crilet::agent::cgroup::{CGROUP_ROOT, pod_cgroup_dirs};
+use crilet::cm::cgroup::{CGROUP_ROOT, pod_cgroup_dirs};
 use crilet::cri::*;
 use crilet::kuberuntime::labels::{ContainerLabels, PodSandboxLabels};
 
@@ -253,7 +253,7 @@ pub async fn clean_runtime(rt: &CriRuntime) {
         let name = cgroup_root_name();
         let dir = h.path().join(&name);
         if dir.is_dir() {
-            let _ = crilet::agent::cgroup::remove_pod_cgroup(&h.path(), &name);
+            let _ = crilet::cm::cgroup::remove_pod_cgroup(&h.path(), &name);
         }
     }
 }

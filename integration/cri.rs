@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crilet::agent::cgroup::{CGROUP_ROOT, pod_cgroup_dirs, remove_pod_cgroup};
+use crilet::cm::cgroup::{CGROUP_ROOT, pod_cgroup_dirs, remove_pod_cgroup};
 use crilet::cri::*;
 use crilet::kuberuntime::labels::{self, ContainerLabels, PodSandboxLabels};
 

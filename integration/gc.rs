@@ -5,13 +5,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crilet::agent::container_gc;
 use crilet::cri::*;
 use crilet::images::disk::Statvfs;
 use crilet::images::gc::{ImageGcHandle, system_clock};
 use crilet::images::policy::GcPolicy;
 use crilet::images::records::Protection;
 use crilet::images::select::KeepReason;
+use crilet::kuberuntime::container_gc_driver as container_gc;
 use crilet::pod::view::AgentView;
 use tokio_util::sync::CancellationToken;
 

@@ -374,7 +374,7 @@ async fn a_quiet_pod_watch_outlives_the_read_timeout() {
     // Nothing changes on the node's pods for longer than crilet's read
     // timeout (30 s): a real server sends nothing on the watch meanwhile.
     // The quiet period is the condition under test, so it is waited out.
-    let quiet = crilet::mirror::client::READ_TIMEOUT + Duration::from_secs(5);
+    let quiet = crilet::kubeapi::client::READ_TIMEOUT + Duration::from_secs(5);
     tokio::time::sleep(quiet).await;
     let logs = agent.logs();
     assert!(

@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use crilet::mirror::allocatable::NodeResources;
-use crilet::mirror::client::{KubeMirrorClient, MirrorClient, PodEvent};
+use crilet::kubeapi::client::{KubeMirrorClient, MirrorClient, PodEvent};
 use crilet::mirror::decide::{NodeRef, mirror_pod_for};
-use crilet::mirror::node::{NodeStatusInputs, NodeSystem, new_node, node_lease, node_status};
+use crilet::nodestatus::allocatable::NodeResources;
+use crilet::nodestatus::node::{NodeStatusInputs, NodeSystem, new_node, node_lease, node_status};
 use crilet::pod::defaults::{PodSource, apply_static_defaults};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -29,7 +29,7 @@ fn static_pod(node: &str) -> Pod {
 
 /// The next event of the pod watch, within 10 s.
 async fn next_event(
-    watch: &mut futures::stream::BoxStream<'static, crilet::mirror::client::Result<PodEvent>>,
+    watch: &mut futures::stream::BoxStream<'static, crilet::kubeapi::client::Result<PodEvent>>,
 ) -> PodEvent {
     let next = tokio::time::timeout(Duration::from_secs(10), watch.next()).await;
     let next = next

@@ -165,10 +165,10 @@ async fn capacity_allocatable_conditions_and_node_info_are_the_machines() {
         assert_eq!(info.machine_id, sh("cat /etc/machine-id"));
     }
     assert_eq!(info.operating_system, "linux");
-    assert_eq!(info.architecture, crilet::mirror::node::kube_arch());
+    assert_eq!(info.architecture, crilet::nodestatus::node::kube_arch());
     assert_eq!(
         info.kubelet_version,
-        crilet::mirror::node::kubelet_version()
+        crilet::nodestatus::node::kubelet_version()
     );
     assert!(
         info.kubelet_version.starts_with("v1.32.0+crilet."),

@@ -4,19 +4,27 @@
 
 pub mod agent;
 pub mod cli;
+pub mod cm;
 pub mod config;
 pub mod cri;
+pub mod events;
 /// The fuzz targets' entry functions (see `fuzz/`); not an API.
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod images;
+pub mod kubeapi;
 pub mod kuberuntime;
+pub mod lifecycle;
 pub mod logs;
 pub mod mirror;
+pub mod nodestatus;
+pub mod pleg;
 pub mod pod;
+pub mod prober;
 pub mod server;
 pub mod stats;
 pub mod units;
+pub mod volume;
 
 /// Generated CRI messages and clients. Only `cri::client` and
 /// `cri::convert` use them: the rest of the crate speaks domain types.

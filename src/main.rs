@@ -121,16 +121,18 @@ async fn exec_command(a: debug::ExecArgs) -> anyhow::Result<ExitCode> {
 /// `crilet run`: start the agent and run until SIGTERM or SIGINT; pods are
 /// left running, as the kubelet leaves them.
 async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
-    use crilet::agent::cgroup::CGROUP_ROOT;
-    use crilet::agent::{Agent, cgroup_driver, node};
+    use crilet::agent::Agent;
+    use crilet::cm::cgroup::CGROUP_ROOT;
+    use crilet::cm::cgroup_driver;
     use crilet::cri::Runtime;
     use crilet::kuberuntime::mapping::NodeContext;
+    use crilet::nodestatus::machine;
     use crilet::pod::view::AgentView;
     use crilet::pod::view::StatusCache;
     use std::sync::Arc;
 
     let settings = crilet::agent::config::load(&args)?;
-    let node_name = node::node_name(settings.hostname_override.as_deref())
+    let node_name = machine::node_name(settings.hostname_override.as_deref())
         .context("determining the node name")?;
     let metrics = Arc::new(crilet::stats::metrics::Metrics::new());
     let manifest_url = crilet::agent::url_source::manifest_url_source(&settings, &node_name)?;
@@ -174,7 +176,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         crilet::images::gc::system_clock(),
     );
     metrics.set_image_gc(image_gc.counters());
-    let probe_recorder: Arc<dyn crilet::agent::prober::manager::ProbeRecorder> = metrics.clone();
+    let probe_recorder: Arc<dyn crilet::prober::manager::ProbeRecorder> = metrics.clone();
     let debug = crilet::stats::debug_api::DebugApi {
         sources: sources.clone(),
         runtime: runtime.clone(),
@@ -222,7 +224,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     // The collector's samples as eviction signals, for the Node's pressure
     // conditions (read only with --kubeconfig, but cheap either way).
     let (observation_tx, observation_rx) = tokio::sync::watch::channel(None);
-    tokio::spawn(crilet::agent::node_signals::forward(
+    tokio::spawn(crilet::nodestatus::node_signals::forward(
         samples_tx.subscribe(),
         std::path::PathBuf::from("/proc"),
         observation_tx,
@@ -263,19 +265,19 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         root_dir: settings.root_dir.clone(),
         cgroup_root: settings.cgroup_root.clone(),
         cgroup_driver: settings.cgroup_driver,
-        host_dns: node::read_host_dns(std::path::Path::new("/etc/resolv.conf")),
-        host_ip: node::node_ip(settings.node_ip.as_deref()),
-        memory_capacity: node::read_memory_capacity(),
+        host_dns: machine::read_host_dns(std::path::Path::new("/etc/resolv.conf")),
+        host_ip: machine::node_ip(settings.node_ip.as_deref()),
+        memory_capacity: machine::read_memory_capacity(),
         oom_score_adj_floor: settings
             .restrict_oom_score_adj
-            .then(node::read_own_oom_score_adj),
+            .then(machine::read_own_oom_score_adj),
     };
     // Image GC collects once the runtime answers.
     tokio::spawn(image_gc.clone().run(cancel.clone()));
     // Container log rotation, unless a negative max size turned it off.
     match settings.container_logs.rotation() {
         Some(policy) => {
-            let rotation = crilet::agent::log_rotation::LogRotation {
+            let rotation = crilet::logs::container_log_manager::LogRotation {
                 runtime: runtime.clone(),
                 policy,
                 monitor_interval: settings.container_logs.monitor_interval,
@@ -290,10 +292,10 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     // The kube client comes before the agent, so that the agent's pod
     // workers and probers can record Events over it; `events` is also the
     // handle for the Node's events.
-    use crilet::mirror::client::{KubeMirrorClient, MirrorClient};
+    use crilet::kubeapi::client::{KubeMirrorClient, MirrorClient};
     let node_name = node.node_name.clone();
     let client = KubeMirrorClient::connect(settings.kubeconfig.as_deref(), &node_name).await?;
-    let events = crilet::mirror::kube_events::KubeEventRecorder::for_client(
+    let events = crilet::events::kube_events::KubeEventRecorder::for_client(
         client.as_ref(),
         &node_name,
         cancel.clone(),
@@ -335,7 +337,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
                 node: node_facts(&settings, node_ip, runtime_version),
                 node_name,
                 status_policy: status_policy(&settings.node_status),
-                node_inputs: crilet::mirror::node_sync::NodeInputs {
+                node_inputs: crilet::nodestatus::node_sync::NodeInputs {
                     observation: observation_rx,
                     images: Some(runtime.clone()),
                 },
@@ -366,23 +368,23 @@ fn node_facts(
     settings: &crilet::agent::config::Settings,
     ip: String,
     runtime_version: String,
-) -> crilet::mirror::node_sync::NodeFacts {
-    use crilet::mirror::allocatable::{node_allocatable, pods_capacity};
+) -> crilet::nodestatus::node_sync::NodeFacts {
+    use crilet::nodestatus::allocatable::{node_allocatable, pods_capacity};
     let ns = &settings.node_status;
-    let cores = crilet::agent::node::read_num_cores();
+    let cores = crilet::nodestatus::machine::read_num_cores();
     let pods = pods_capacity(ns.max_pods, ns.pods_per_core, cores);
-    let capacity = crilet::agent::node::read_node_capacity(&settings.root_dir, pods);
+    let capacity = crilet::nodestatus::machine::read_node_capacity(&settings.root_dir, pods);
     let allocatable = node_allocatable(
         &capacity,
         &ns.kube_reserved,
         &ns.system_reserved,
         &ns.eviction_hard,
     );
-    crilet::mirror::node_sync::NodeFacts {
+    crilet::nodestatus::node_sync::NodeFacts {
         name: String::new(),
         ip,
         runtime_version,
-        system: crilet::agent::node::read_node_system(),
+        system: crilet::nodestatus::machine::read_node_system(),
         kubelet_port: settings.kubelet_server.port,
         capacity,
         allocatable,
@@ -394,8 +396,8 @@ fn node_facts(
 
 fn status_policy(
     ns: &crilet::agent::config::NodeStatusSettings,
-) -> crilet::mirror::node_sync::NodeStatusPolicy {
-    crilet::mirror::node_sync::NodeStatusPolicy {
+) -> crilet::nodestatus::node_sync::NodeStatusPolicy {
+    crilet::nodestatus::node_sync::NodeStatusPolicy {
         eviction_hard: ns.eviction_hard.clone(),
         transition_period: ns.eviction_pressure_transition_period,
         max_images: ns.max_images,

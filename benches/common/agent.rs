@@ -54,7 +54,7 @@ impl AgentProcess {
             .env(
                 "CRILET_LOG",
                 std::env::var("CRILET_BENCH_LOG")
-                    .unwrap_or_else(|_| "warn,crilet::agent::pleg=info".into()),
+                    .unwrap_or_else(|_| "warn,crilet::agent::sync_pleg=info".into()),
             )
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -144,8 +144,8 @@ pub async fn sweep(rt: &dyn Runtime, names: &[String], node: &str, cgroup_root: 
             eprintln!("RemovePodSandbox {}: {e}", sb.id);
         }
         for qos in ["", "burstable/", "besteffort/"] {
-            let _ = crilet::agent::cgroup::remove_pod_cgroup(
-                Path::new(crilet::agent::cgroup::CGROUP_ROOT),
+            let _ = crilet::cm::cgroup::remove_pod_cgroup(
+                Path::new(crilet::cm::cgroup::CGROUP_ROOT),
                 &format!("{cgroup_root}/kubepods/{qos}pod{}", sb.metadata.uid),
             );
         }

@@ -116,8 +116,8 @@ pub async fn raw_remove(rt: &dyn Runtime, sandbox_id: &str, cgroup_parent: &str)
     rt.remove_pod_sandbox(sandbox_id)
         .await
         .expect("RemovePodSandbox");
-    let _ = crilet::agent::cgroup::remove_pod_cgroup(
-        Path::new(crilet::agent::cgroup::CGROUP_ROOT),
+    let _ = crilet::cm::cgroup::remove_pod_cgroup(
+        Path::new(crilet::cm::cgroup::CGROUP_ROOT),
         cgroup_parent,
     );
 }

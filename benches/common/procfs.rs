@@ -107,7 +107,7 @@ pub fn shims(socket: &Path) -> HashSet<(u32, u64)> {
 /// puts its pods in (cgroup v1 cpuacct, or v2 cpu.stat).
 pub fn pods_cgroup_ns(cgroup_root: &str) -> Option<u64> {
     let rel = cgroup_root.trim_start_matches('/');
-    let base = Path::new(crilet::agent::cgroup::CGROUP_ROOT);
+    let base = Path::new(crilet::cm::cgroup::CGROUP_ROOT);
     if base.join("cgroup.controllers").exists() {
         let stat = std::fs::read_to_string(base.join(rel).join("cpu.stat")).ok()?;
         let usec: u64 = stat

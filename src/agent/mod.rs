@@ -13,22 +13,11 @@
 //! termination-message files); they may import every lower layer, never
 //! `cli`.
 
-pub mod cgroup;
-pub mod cgroup_driver;
 pub mod config;
-pub mod container_events;
-pub mod container_gc;
-pub mod hostpath;
-pub mod log_rotation;
-pub mod node;
-pub mod node_signals;
-pub mod observe;
 pub mod orphan_dirs;
-mod pleg;
-pub mod prober;
 pub mod process;
 pub mod sd_notify;
-pub mod termination;
+mod sync_pleg;
 pub mod url_source;
 pub mod worker;
 
@@ -44,15 +33,15 @@ use crate::config::file::{self as file_source, FileSourceConfig, SourceSet};
 use crate::config::http::UrlSource;
 use crate::config::merge::PodConfig;
 use crate::cri::Runtime;
+use crate::events::recorder::EventRecorder;
 use crate::kuberuntime::mapping::NodeContext;
-use crate::mirror::events::EventRecorder;
 use crate::pod::manager::PodManager;
 use crate::pod::view::AgentView;
 use crate::pod::view::StatusCache;
 use crate::pod::{self, Pod};
-use pleg::PlegState;
-use prober::handlers::Handlers;
-use prober::manager::{ProbeRecorder, ProberContext};
+use crate::prober::handlers::Handlers;
+use crate::prober::manager::{ProbeRecorder, ProberContext};
+use sync_pleg::PlegState;
 use worker::{PodWork, WorkerContext, WorkerDone, WorkerHandle};
 
 /// How often every worker re-checks its pod even when nothing changed.
@@ -138,7 +127,7 @@ impl Agent {
                 recorder: self.probe_recorder.clone(),
                 agent_started: jiff::Timestamp::now(),
                 node_ip: self.node.host_ip.clone(),
-                clock: Arc::new(prober::clock::SystemClock),
+                clock: Arc::new(crate::prober::clock::SystemClock),
                 events: self.events.clone(),
             }),
             hooks: handlers,
@@ -149,18 +138,18 @@ impl Agent {
         // container GC) see every source unseen and delete nothing.
         let initial = AgentView::before_sources(sources.iter().copied());
         let (view_tx, view_rx) = watch::channel(Arc::new(initial));
-        tokio::spawn(container_gc::run(
+        tokio::spawn(crate::kuberuntime::container_gc_driver::run(
             self.runtime.clone(),
             view_rx.clone(),
-            container_gc::CONTAINER_GC_PERIOD,
+            crate::kuberuntime::container_gc_driver::CONTAINER_GC_PERIOD,
             self.node.root_dir.clone(),
             cancel.clone(),
         ));
         let (mirrors_tx, mirrors_rx) = mpsc::channel(16);
         let events = self.container_events.then(|| {
-            container_events::spawn(
+            crate::pleg::container_events::spawn(
                 self.runtime.clone(),
-                container_events::EVENT_BUFFER,
+                crate::pleg::container_events::EVENT_BUFFER,
                 cancel.clone(),
             )
         });
@@ -205,7 +194,9 @@ impl SyncLoop {
     fn new(
         config: PodConfig,
         ctx: Arc<WorkerContext>,
-        events: Option<tokio::sync::broadcast::Receiver<container_events::StreamMessage>>,
+        events: Option<
+            tokio::sync::broadcast::Receiver<crate::pleg::container_events::StreamMessage>,
+        >,
         cancel: CancellationToken,
         view_tx: watch::Sender<Arc<AgentView>>,
     ) -> Self {
@@ -248,7 +239,7 @@ impl SyncLoop {
                 Some(d) = done.recv() => self.handle_done(d),
                 Some(m) = mirrors.recv() => self.handle_mirrors(m),
                 _ = tokio::time::sleep_until(self.pleg.next_relist) => self.relist().await,
-                msg = pleg::next_message(&mut self.pleg.events) => self.on_stream(msg),
+                msg = sync_pleg::next_message(&mut self.pleg.events) => self.on_stream(msg),
                 _ = sleep_until_some(self.pleg.confirm_at) => self.confirm_missed(),
                 _ = resync.tick() => self.workers.values().for_each(WorkerHandle::wake),
             }

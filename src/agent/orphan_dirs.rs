@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::cgroup::{pod_cgroup_dirs, remove_pod_cgroup};
+use crate::cm::cgroup::{pod_cgroup_dirs, remove_pod_cgroup};
 use crate::kuberuntime::mapping::{self, NodeContext};
 
 /// How often the sync loop sweeps (the kubelet's housekeeping period).

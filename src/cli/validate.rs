@@ -101,7 +101,7 @@ pub fn run(args: &ValidateArgs) -> std::process::ExitCode {
 
 /// Reads every path as the agent would and reports on each manifest.
 pub fn validate(args: &ValidateArgs, stdin: &mut dyn Read) -> anyhow::Result<Validation> {
-    let node = crate::agent::node::node_name(args.hostname_override.as_deref())
+    let node = crate::nodestatus::machine::node_name(args.hostname_override.as_deref())
         .map_err(|e| anyhow::anyhow!("cannot read the hostname for the node name: {e}"))?;
     let now = jiff::Timestamp::now();
     let mut reads = Vec::new();

@@ -17,12 +17,10 @@ use crate::config::merge::{PodConfig, SourcePod};
 use crate::cri::CgroupDriver;
 use crate::cri::types::DnsConfig;
 use crate::kuberuntime::labels::{ContainerLabels, Labels, PodSandboxLabels};
-use crate::kuberuntime::logs::{
-    LogDecoder, LogOptions, TailScanner, ends_logical_line, parse_cri_line,
-};
 use crate::kuberuntime::mapping::{
     NodeContext, container_config, pod_cgroup_parent, qos_class, sandbox_config,
 };
+use crate::logs::{LogDecoder, LogOptions, TailScanner, ends_logical_line, parse_cri_line};
 
 /// A target's entry function: raw bytes in, a panic only on a bug.
 pub type Entry = fn(&[u8]);

@@ -23,14 +23,8 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-/// Label holding the pod name.
-pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
-/// Label holding the pod namespace.
-pub const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
-/// Label holding the pod UID.
-pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
-/// Label holding the container name (containers only).
-pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
+pub use crate::pod::{CONTAINER_NAME_LABEL, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL};
+
 /// The container name CRI-O (and dockershim before it) puts on a sandbox.
 pub const INFRA_CONTAINER_NAME: &str = "POD";
 /// Annotation holding the container spec hash as lowercase hex.

@@ -10,13 +10,12 @@
 
 pub mod backoff;
 pub mod container_gc;
+pub mod container_gc_driver;
 pub mod labels;
-pub mod log_rotation;
-pub mod logs;
 pub mod mapping;
 pub mod observe;
+pub mod observe_driver;
 pub mod plan;
-pub mod pleg;
-pub mod prober;
 pub mod status;
 pub mod termination;
+pub mod termination_files;

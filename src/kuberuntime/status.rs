@@ -32,9 +32,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::labels::{CONTAINER_RESTART_COUNT_ANNOTATION, ContainerLabels};
 use super::mapping::qos_class;
 use super::plan::RestartPolicy;
-use super::prober::{ContainerProbeResults, container_readiness};
 use super::termination::{cap_message, message_cap};
 use crate::cri::types::{ContainerState, ContainerStatus};
+use crate::prober::{ContainerProbeResults, container_readiness};
 
 pub const PENDING: &str = "Pending";
 pub const RUNNING: &str = "Running";

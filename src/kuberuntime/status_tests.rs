@@ -963,7 +963,7 @@ fn qos_classes() {
 
 // ---- probes
 
-use crate::kuberuntime::prober::{ProbeReading, ProbeResult};
+use crate::prober::{ProbeReading, ProbeResult};
 
 fn reading(id: &str, result: ProbeResult) -> Option<ProbeReading> {
     Some(ProbeReading {

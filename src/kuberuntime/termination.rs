@@ -15,9 +15,9 @@ use k8s_openapi::api::core::v1::Pod;
 use super::labels::{
     ContainerLabels, DEFAULT_TERMINATION_MESSAGE_PATH, TERMINATION_MESSAGE_POLICY_FALLBACK,
 };
-use super::logs::parse_cri_line;
 use super::mapping::{NodeContext, container_log_path, pod_log_dir, termination_message_file};
 use crate::cri::types::{ContainerState, ContainerStatus};
+use crate::logs::parse_cri_line;
 use crate::pod::uid;
 
 /// At most this much of the end of the message file is read

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 
 use super::LogTarget;
 use crate::cri::{ContainerState, Runtime};
-use crate::kuberuntime::logs::{LogDecoder, LogOptions, TailScanner};
+use crate::logs::{LogDecoder, LogOptions, TailScanner};
 
 /// How often a follower looks for new bytes once at the end of the file.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(20);

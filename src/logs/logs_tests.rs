@@ -6,7 +6,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::*;
 use crate::cri::FakeRuntime;
-use crate::kuberuntime::logs::LogOptions;
+use crate::logs::LogOptions;
 use crate::pod::manager::PodManager;
 
 const UID: &str = "0123456789abcdef0123456789abcdef";

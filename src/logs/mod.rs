@@ -7,15 +7,28 @@
 //! its end before it moves to the file that replaced it at the same path,
 //! so a rotation loses and repeats no complete line.
 
+mod choose;
+pub mod container_log_manager;
+mod cri_log;
+mod decode;
 mod follow;
+pub mod layout;
+mod options;
+pub mod rotation;
+mod tail;
+
+pub use choose::{ChooseError, DEFAULT_CONTAINER_ANNOTATION, choose_container, default_container};
+pub use cri_log::{CriLogLine, ends_logical_line, parse_cri_line};
+pub use decode::{LogDecoder, TIMESTAMP_FORMAT};
+pub use options::{LogOptions, LogOptionsError};
+pub use tail::TailScanner;
 
 use std::path::{Path, PathBuf};
 
 use crate::cri::Runtime;
-use crate::kuberuntime::logs::{ChooseError, choose_container, default_container};
-use crate::kuberuntime::mapping::pod_log_dir_under;
 use crate::pod::lookup::{LookupError, PodRef, resolve};
 use crate::pod::view::{AgentView, StatusCache};
+use layout::pod_log_dir_under;
 
 pub use follow::{LogsError, POLL_INTERVAL, stream};
 

@@ -10,27 +10,24 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::admission::admission_loop;
-use super::client::{MirrorClient, MirrorError, PodEvent};
 use super::decide::{
     DeleteReason, MirrorAction, MirrorInputs, NodeRef, decide, mirror_pod_for, status_differs,
 };
-use super::events::EventRecorder;
-use super::node_sync::{NodeFacts, NodeInputs, NodeStatusPolicy, node_loop};
+use crate::events::recorder::EventRecorder;
+use crate::kubeapi::client::{MirrorClient, MirrorError, PodEvent};
+use crate::lifecycle::admission::admission_loop;
+use crate::nodestatus::node_sync::{NodeFacts, NodeInputs, NodeStatusPolicy, node_loop};
 use crate::pod::view::{AgentView, StatusCache};
 use crate::pod::{self, manager::PodManager};
 
-/// How often every mirror pod is checked again (and its status written
-/// when it differs). The Node and its Lease have their own periods
-/// (`node_sync`).
-pub const RESYNC_PERIOD: Duration = Duration::from_secs(10);
+pub use crate::kubeapi::retry::RESYNC_PERIOD;
+use crate::kubeapi::retry::retry_delay;
 
 pub struct MirrorManager {
     pub client: Arc<dyn MirrorClient>,
@@ -187,11 +184,6 @@ async fn reconcile_loop(
     }
 }
 
-/// After a failed pass: 1 s doubling up to the resync period.
-pub(super) fn retry_delay(failures: u32) -> Duration {
-    Duration::from_secs(1u64 << failures.saturating_sub(1).min(4)).min(RESYNC_PERIOD)
-}
-
 async fn reconcile_once(
     m: &MirrorManager,
     node: Option<&NodeRef>,
@@ -299,7 +291,7 @@ async fn act(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mirror::fake::FakeMirrorClient;
+    use crate::kubeapi::fake::FakeMirrorClient;
     use crate::pod::defaults::{PodSource, apply_static_defaults};
     use k8s_openapi::api::core::v1::PodStatus;
     use std::collections::HashSet;
@@ -323,12 +315,12 @@ mod tests {
             client,
             node_name: "node-a".into(),
             node: Default::default(),
-            status_policy: crate::mirror::node_sync::tests::policy(),
+            status_policy: crate::nodestatus::node_sync::tests::policy(),
             node_inputs: NodeInputs {
                 observation: watch::channel(None).1,
                 images: None,
             },
-            events: Arc::new(crate::mirror::events::NoopRecorder),
+            events: Arc::new(crate::events::recorder::NoopRecorder),
             view,
             statuses,
             status_changed,
@@ -440,11 +432,5 @@ mod tests {
             .await
             .unwrap();
         assert!(client.pods().is_empty());
-    }
-
-    #[test]
-    fn retry_delay_doubles_up_to_the_resync_period() {
-        let d: Vec<u64> = (1..=6).map(|f| retry_delay(f).as_secs()).collect();
-        assert_eq!(d, [1, 2, 4, 8, 10, 10]);
     }
 }

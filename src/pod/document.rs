@@ -18,7 +18,7 @@ use serde_saphyr::ExternalMessageSource;
 use serde_saphyr::budget::BudgetBreach;
 use serde_saphyr::granit_parser::ErrorKind;
 
-use super::model::{ManifestError, json_type};
+use super::problems::{ManifestError, json_type};
 
 /// Largest manifest accepted, in bytes (1 MiB). Anything larger is refused
 /// before parsing so a stray log file in the manifest directory cannot make us

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{Container, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::model::Problems;
+use super::problems::Problems;
 use crate::units::quantity;
 
 /// The API server's cap on all annotations of an object, keys and values.

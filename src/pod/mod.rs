@@ -14,6 +14,7 @@ pub mod manager;
 pub mod model;
 mod mount_validation;
 mod probe_validation;
+pub mod problems;
 pub mod spec_validation;
 pub mod view;
 
@@ -27,6 +28,18 @@ pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
 pub const CONFIG_SEEN_ANNOTATION: &str = "kubernetes.io/config.seen";
 /// `kubernetes.io/config.mirror`: on a mirror pod, its static pod's hash.
 pub const CONFIG_MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// The CRI labels that name a pod and container on the runtime (the
+/// kubelet's `pkg/kubelet/types/labels.go`): every subsystem that reads a
+/// runtime listing uses them; `kuberuntime::labels` builds and parses them.
+/// Label holding the pod name.
+pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
+/// Label holding the pod namespace.
+pub const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
+/// Label holding the pod UID.
+pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
+/// Label holding the container name (containers only).
+pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
 
 /// Values of `kubernetes.io/config.source`.
 pub const FILE_SOURCE: &str = "file";

@@ -7,7 +7,6 @@
 //! bytes and an `origin` (path or URL) that only ever appears in messages.
 
 use std::collections::HashSet;
-use std::fmt::Display;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use serde_json::Value;
@@ -18,70 +17,10 @@ pub use super::document::{
     MAX_YAML_DOCUMENTS,
 };
 use super::probe_validation::{HookContext, validate_probes_and_hooks};
-
-/// Why a manifest was refused: where it came from, which field (Kubernetes
-/// JSON path such as `spec.containers[0].image`) when one is to blame, and what
-/// is wrong.
-///
-/// Validation reports every problem of a manifest: the first in `field` and
-/// `message`, the others in `others`. Displayed, they are one line:
-/// `origin: field: message; field: message`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{origin}: {}", self.problems().map(|(f, m)| match f {
-    Some(f) => format!("{f}: {m}"),
-    None => m.to_owned(),
-}).collect::<Vec<_>>().join("; "))]
-pub struct ManifestError {
-    pub origin: String,
-    pub field: Option<String>,
-    pub message: String,
-    /// The manifest's other problems, after the first.
-    pub others: Vec<Invalid>,
-}
-
-impl ManifestError {
-    /// One problem of the manifest at `origin`.
-    pub fn new(origin: &str, field: Option<String>, message: impl Display) -> Self {
-        Self {
-            origin: origin.to_owned(),
-            field,
-            message: message.to_string(),
-            others: Vec::new(),
-        }
-    }
-
-    /// All of `problems` as one error, or None when there are none.
-    pub fn from_problems(origin: &str, problems: Problems) -> Option<Self> {
-        let mut problems = problems.into_iter();
-        let (field, message) = problems.next()?;
-        Some(Self {
-            others: problems.collect(),
-            ..Self::new(origin, Some(field), message)
-        })
-    }
-
-    /// Every problem, first included, as (field path if any, message).
-    pub fn problems(&self) -> impl Iterator<Item = (Option<&str>, &str)> {
-        let first = (self.field.as_deref(), self.message.as_str());
-        let others = self
-            .others
-            .iter()
-            .map(|(f, m)| (Some(f.as_str()), m.as_str()));
-        std::iter::once(first).chain(others)
-    }
-
-    /// Re-roots the field paths under `prefix` (an item of a PodList).
-    fn within(mut self, prefix: &str) -> Self {
-        self.field = Some(match self.field.take() {
-            Some(f) => format!("{prefix}.{f}"),
-            None => prefix.to_owned(),
-        });
-        for (f, _) in &mut self.others {
-            *f = format!("{prefix}.{f}");
-        }
-        self
-    }
-}
+pub use super::problems::{ManifestError, Problems};
+use super::problems::{
+    dns1123_label_problem, dns1123_subdomain_problem, iana_svc_name_problem, json_type,
+};
 
 /// Parses a manifest holding exactly one Pod (JSON or YAML) and validates it.
 pub fn parse_pod(origin: &str, bytes: &[u8]) -> Result<Pod, ManifestError> {
@@ -205,17 +144,6 @@ fn check_item(item: &Value) -> Result<(), (Option<String>, String)> {
     Ok(())
 }
 
-pub(super) fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// Checks what the API server would refuse and the rest of crilet relies on,
 /// and reports every problem at once, as the API server does: the first in
 /// the error's `field` and `message`, the rest in `others`, in field order.
@@ -305,19 +233,6 @@ fn all_containers(spec: &PodSpec) -> impl Iterator<Item = (String, &Container, b
     let init = init.map(|(i, c)| (format!("spec.initContainers[{i}]"), c, true));
     let regular = spec.containers.iter().enumerate();
     init.chain(regular.map(|(i, c)| (format!("spec.containers[{i}]"), c, false)))
-}
-
-/// A refusal: the field path and what is wrong with it.
-pub(super) type Invalid = (String, String);
-
-/// The refusals found so far, in field order.
-pub type Problems = Vec<Invalid>;
-
-/// Adds the problem of a check that answers with at most one.
-pub(super) fn note(out: &mut Problems, check: Result<(), Invalid>) {
-    if let Err(problem) = check {
-        out.push(problem);
-    }
 }
 
 /// The values of `hostPath.type` the kubelet knows; "" (like no type at
@@ -440,57 +355,6 @@ fn validate_container(
     super::field_validation::validate_container_fields(path, c, out);
     super::spec_validation::validate_container_spec(path, c, hooks.is_init, out);
     validate_probes_and_hooks(path, c, hooks, out);
-}
-
-fn is_lower_alnum(b: u8) -> bool {
-    b.is_ascii_lowercase() || b.is_ascii_digit()
-}
-
-/// RFC 1123 label: 1..=63 of `[a-z0-9-]`, starting and ending alphanumeric.
-pub(super) fn dns1123_label_problem(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let ok = !b.is_empty()
-        && b.len() <= 63
-        && b.iter().all(|&c| is_lower_alnum(c) || c == b'-')
-        && is_lower_alnum(b[0])
-        && is_lower_alnum(b[b.len() - 1]);
-    (!ok).then(|| {
-        format!(
-            "{s:?} is not a DNS-1123 label (at most 63 lowercase letters, digits or '-', \
-             starting and ending with a letter or digit)"
-        )
-    })
-}
-
-/// RFC 1123 subdomain: at most 253 characters of dot-separated labels.
-pub(super) fn dns1123_subdomain_problem(s: &str) -> Option<String> {
-    let ok = s.len() <= 253
-        && s.split('.')
-            .all(|part| dns1123_label_problem(part).is_none());
-    (!ok).then(|| {
-        format!(
-            "{s:?} is not a DNS-1123 subdomain (at most 253 characters: lowercase letters, \
-             digits, '-' and '.', each part starting and ending with a letter or digit)"
-        )
-    })
-}
-
-/// IANA service name, the API server's rule for port names: 1..=15 of
-/// `[a-z0-9-]`, at least one letter, no leading, trailing or doubled '-'.
-pub(super) fn iana_svc_name_problem(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let ok = b.len() <= 15
-        && b.iter().all(|&c| is_lower_alnum(c) || c == b'-')
-        && b.iter().any(u8::is_ascii_lowercase)
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-        && !s.contains("--");
-    (!ok).then(|| {
-        format!(
-            "{s:?} is not a valid port name (at most 15 lowercase letters, digits or '-', \
-             with a letter, no leading, trailing or doubled '-')"
-        )
-    })
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use std::collections::HashSet;
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 
 use super::field_validation::{invalid, unsupported};
-use super::model::{Problems, dns1123_label_problem, dns1123_subdomain_problem};
+use super::problems::{Problems, dns1123_label_problem, dns1123_subdomain_problem};
 
 const PROPAGATIONS: [&str; 3] = ["Bidirectional", "HostToContainer", "None"];
 const MESSAGE_POLICIES: [&str; 2] = ["FallbackToLogsOnError", "File"];

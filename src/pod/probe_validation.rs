@@ -20,7 +20,7 @@ use super::defaults::{
     DEFAULT_PROBE_FAILURE_THRESHOLD, DEFAULT_PROBE_PERIOD_SECONDS, DEFAULT_PROBE_SUCCESS_THRESHOLD,
     DEFAULT_PROBE_TIMEOUT_SECONDS,
 };
-use super::model::{Invalid, Problems, iana_svc_name_problem, note};
+use super::problems::{Invalid, Problems, iana_svc_name_problem, note};
 
 /// What a container's hooks are checked against.
 #[derive(Debug, Clone, Copy)]

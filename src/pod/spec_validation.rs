@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::field_validation::{invalid, quantity_problem, unsupported};
-use super::model::Problems;
+use super::problems::Problems;
 
 /// The dnsPolicy values, sorted as the API server lists them.
 const DNS_POLICIES: [&str; 4] = ["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"];
@@ -139,7 +139,7 @@ fn validate_dns_config(policy_none: bool, config: Option<&PodDNSConfig>, out: &m
             continue;
         }
         let name = search.strip_suffix('.').unwrap_or(search);
-        if let Some(problem) = super::model::dns1123_subdomain_problem(name) {
+        if let Some(problem) = super::problems::dns1123_subdomain_problem(name) {
             out.push((format!("{field}.searches[{i}]"), problem));
         }
     }

@@ -10,33 +10,14 @@
 //! Invariant: no token is kept in memory beyond the request (only its
 //! hash), and a failed review (API server unreachable) is not cached.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rustls::pki_types::CertificateDer;
 use tokio::time::Instant;
 
-use super::review::{Reviewer, TokenAnswer};
-
-/// The authenticated user, as Kubernetes' `user.Info`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct UserInfo {
-    pub name: String,
-    pub uid: String,
-    pub groups: Vec<String>,
-    pub extra: BTreeMap<String, Vec<String>>,
-}
-
-impl UserInfo {
-    pub fn anonymous() -> UserInfo {
-        UserInfo {
-            name: "system:anonymous".into(),
-            groups: vec!["system:unauthenticated".into()],
-            ..Default::default()
-        }
-    }
-}
+use super::review::{Reviewer, TokenAnswer, UserInfo};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthnError {

@@ -12,8 +12,8 @@ use std::time::Duration;
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReviewSpec};
 use tokio::time::Instant;
 
-use super::authn::UserInfo;
 use super::review::Reviewer;
+use super::review::UserInfo;
 
 /// A request's authorization attributes.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -314,8 +314,8 @@ impl Handlers {
     /// a query that does not decode, 422 for invalid options, 404 for an
     /// unknown pod or container, then the decoded log, chunked.
     async fn container_logs(&self, req: &Request<Incoming>, c: &ContainerPath) -> Answer {
-        use crate::kuberuntime::logs::{LogOptions, LogOptionsError};
         use crate::logs::LocateError;
+        use crate::logs::{LogOptions, LogOptionsError};
         if req.method() != Method::GET && req.method() != Method::HEAD {
             return Err(method_not_allowed(req.method(), "GET"));
         }

@@ -14,7 +14,24 @@ use k8s_openapi::api::authorization::v1::{
 };
 use kube::api::{Api, PostParams};
 
-use super::authn::UserInfo;
+/// The authenticated user, as Kubernetes' `user.Info`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UserInfo {
+    pub name: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+impl UserInfo {
+    pub fn anonymous() -> UserInfo {
+        UserInfo {
+            name: "system:anonymous".into(),
+            groups: vec!["system:unauthenticated".into()],
+            ..Default::default()
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReviewError {

@@ -37,14 +37,15 @@ pub async fn bind(settings: &Settings, node_name: &str) -> Result<Option<Listene
         },
         _ => {
             let mut dns_names = vec![node_name.to_owned()];
-            if let Ok(host) = crate::agent::node::node_name(None) {
+            if let Ok(host) = crate::nodestatus::machine::node_name(None) {
                 if !dns_names.contains(&host) {
                     dns_names.push(host);
                 }
             }
             dns_names.push("localhost".into());
             let mut ips = vec![std::net::IpAddr::from([127, 0, 0, 1])];
-            if let Ok(ip) = crate::agent::node::node_ip(settings.node_ip.as_deref()).parse() {
+            if let Ok(ip) = crate::nodestatus::machine::node_ip(settings.node_ip.as_deref()).parse()
+            {
                 if !ips.contains(&ip) {
                     ips.push(ip);
                 }

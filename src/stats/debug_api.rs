@@ -20,12 +20,12 @@ use tokio::sync::mpsc;
 use tonic::{Request, Response, Status};
 
 use super::StatsSources;
-use super::grpc::{lookup_status, pod_ref};
+use super::reply::{lookup_status, pod_ref};
 use crate::api::debug::v1 as pb;
 use crate::cri::{ContainerFilter, ContainerState, Runtime, RuntimeError};
 use crate::kuberuntime::labels::{CONTAINER_NAME_LABEL, POD_UID_LABEL};
-use crate::kuberuntime::logs::{LogOptions, default_container};
 use crate::logs::{LocateError, locate};
+use crate::logs::{LogOptions, default_container};
 use crate::pod::containers::require_container;
 use crate::pod::lookup::{PodRef, ResolvedPod, resolve};
 use pb::debug_server::Debug;

@@ -16,10 +16,10 @@ use tonic::{Request, Response, Status};
 use super::StatsSources;
 use super::debug_api::DebugApi;
 use super::images_api::ImagesApi;
-use super::reply;
+use super::reply::{self, lookup_status, pod_ref};
 use crate::api::debug::v1::debug_server::DebugServer;
 use crate::api::stats::v1 as pb;
-use crate::pod::lookup::{LookupError, PodRef, ResolvedPod, resolve};
+use crate::pod::lookup::{ResolvedPod, resolve};
 use pb::images_server::ImagesServer;
 use pb::stats_server::{Stats, StatsServer};
 
@@ -72,38 +72,6 @@ impl StatsApi {
                 "no stats sample yet: the first is taken at start, then every --stats-period",
             )
         })
-    }
-}
-
-/// The domain form of a request's pod ref; INVALID_ARGUMENT when malformed.
-pub fn pod_ref(r: Option<pb::PodRef>) -> Result<PodRef, Status> {
-    match r.and_then(|r| r.r#ref) {
-        None => Err(Status::invalid_argument(
-            "a pod ref is required: a uid, or namespace and name",
-        )),
-        Some(pb::pod_ref::Ref::Uid(uid)) if uid.trim().is_empty() => {
-            Err(Status::invalid_argument("pod ref: the uid is empty"))
-        }
-        Some(pb::pod_ref::Ref::Uid(uid)) => Ok(PodRef::Uid(uid)),
-        Some(pb::pod_ref::Ref::Name(n)) if n.name.trim().is_empty() => {
-            Err(Status::invalid_argument("pod ref: the name is empty"))
-        }
-        Some(pb::pod_ref::Ref::Name(n)) => Ok(PodRef::Name {
-            namespace: if n.namespace.is_empty() {
-                "default".into()
-            } else {
-                n.namespace
-            },
-            name: n.name,
-        }),
-    }
-}
-
-/// NOT_FOUND or INVALID_ARGUMENT, with the lookup's words.
-pub fn lookup_status(e: LookupError) -> Status {
-    match e {
-        LookupError::NotFound(_) => Status::not_found(e.to_string()),
-        LookupError::Invalid(_) => Status::invalid_argument(e.to_string()),
     }
 }
 

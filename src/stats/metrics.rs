@@ -9,7 +9,7 @@
 //! as the kubelet's prober names them.
 //!
 //! The process: `process_*`, as every Kubernetes component (see
-//! [`super::process`]).
+//! [`super::process_stats`]).
 //!
 //! Runtime operations are counted as they happen (the CRI adapter reports
 //! each call); the gauges are set from the snapshots at scrape time.
@@ -102,7 +102,7 @@ pub struct Metrics {
     gc_shortfalls: Counter,
     probes: Family<ProbeResultLabels, Counter>,
     probe_durations: Family<ProbeDurationLabels, Histogram, fn() -> Histogram>,
-    process: super::process::ProcessMetrics,
+    process: super::process_stats::ProcessMetrics,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -210,7 +210,7 @@ impl Metrics {
             "Duration in seconds for a probe response.",
             probe_durations.clone(),
         );
-        let process = super::process::ProcessMetrics::register(&mut registry);
+        let process = super::process_stats::ProcessMetrics::register(&mut registry);
         Metrics {
             process,
             registry,
@@ -277,7 +277,9 @@ impl Metrics {
             catch_up(&self.gc_shortfalls, gc.space_shortfalls.load(Relaxed));
         }
         self.process
-            .update(&super::process::read_self(std::path::Path::new("/proc")));
+            .update(&super::process_stats::read_self(std::path::Path::new(
+                "/proc",
+            )));
         let view = sources.view();
         self.mirror_pods
             .set(view.manager.get_mirror_pods().len() as i64);

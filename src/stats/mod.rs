@@ -15,7 +15,7 @@ pub mod host;
 pub mod http;
 pub mod images_api;
 pub mod metrics;
-pub mod process;
+pub mod process_stats;
 pub mod reply;
 pub mod types;
 

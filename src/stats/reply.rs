@@ -1,6 +1,7 @@
 //! Builds the replies of the stats API from the cached sample and the pod
-//! manager. Pure: the servers only fetch the snapshots and send what these
-//! functions return.
+//! manager, and reads the pod a request names (for the stats and the debug
+//! services alike). Pure: the servers only fetch the snapshots and send
+//! what these functions return.
 
 use std::collections::HashMap;
 
@@ -9,9 +10,10 @@ use k8s_openapi::api::core::v1::PodStatus;
 use super::assemble::Sample;
 use super::types::{self, Summary};
 use crate::api::stats::v1 as pb;
-use crate::pod::lookup::ResolvedPod;
+use crate::pod::lookup::{LookupError, PodRef, ResolvedPod};
 use crate::pod::manager::PodManager;
 use crate::pod::{self, Pod};
+use tonic::Status;
 
 pub fn identity(r: &ResolvedPod) -> pb::PodIdentity {
     pb::PodIdentity {
@@ -251,5 +253,37 @@ pub fn container(c: &types::ContainerStats) -> pb::ContainerStats {
         memory: c.memory.as_ref().map(memory),
         rootfs: c.rootfs.as_ref().map(fs),
         logs: c.logs.as_ref().map(fs),
+    }
+}
+
+/// The domain form of a request's pod ref; INVALID_ARGUMENT when malformed.
+pub fn pod_ref(r: Option<pb::PodRef>) -> Result<PodRef, Status> {
+    match r.and_then(|r| r.r#ref) {
+        None => Err(Status::invalid_argument(
+            "a pod ref is required: a uid, or namespace and name",
+        )),
+        Some(pb::pod_ref::Ref::Uid(uid)) if uid.trim().is_empty() => {
+            Err(Status::invalid_argument("pod ref: the uid is empty"))
+        }
+        Some(pb::pod_ref::Ref::Uid(uid)) => Ok(PodRef::Uid(uid)),
+        Some(pb::pod_ref::Ref::Name(n)) if n.name.trim().is_empty() => {
+            Err(Status::invalid_argument("pod ref: the name is empty"))
+        }
+        Some(pb::pod_ref::Ref::Name(n)) => Ok(PodRef::Name {
+            namespace: if n.namespace.is_empty() {
+                "default".into()
+            } else {
+                n.namespace
+            },
+            name: n.name,
+        }),
+    }
+}
+
+/// NOT_FOUND or INVALID_ARGUMENT, with the lookup's words.
+pub fn lookup_status(e: LookupError) -> Status {
+    match e {
+        LookupError::NotFound(_) => Status::not_found(e.to_string()),
+        LookupError::Invalid(_) => Status::invalid_argument(e.to_string()),
     }
 }

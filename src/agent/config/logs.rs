@@ -16,8 +16,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{ConfigError, ConfigFile, RunArgs, file_duration};
-use crate::kuberuntime::log_rotation::RotatePolicy;
 use crate::kuberuntime::mapping::quantity;
+use crate::logs::rotation::RotatePolicy;
 use crate::units::parse_duration;
 
 pub const DEFAULT_CONTAINER_LOG_MAX_SIZE: &str = "10Mi";

@@ -17,9 +17,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{ConfigError, ConfigFile, RunArgs, file_duration};
-use crate::mirror::allocatable::{DEFAULT_MAX_PODS, Reservation, ReservationError};
-use crate::mirror::eviction::{self, Threshold};
-use crate::mirror::pressure::DEFAULT_PRESSURE_TRANSITION_PERIOD;
+use crate::nodestatus::allocatable::{DEFAULT_MAX_PODS, Reservation, ReservationError};
+use crate::nodestatus::eviction::{self, Threshold};
+use crate::nodestatus::pressure::DEFAULT_PRESSURE_TRANSITION_PERIOD;
 use crate::units::parse_duration;
 
 /// `nodeStatusUpdateFrequency`: how often the status is computed.

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::agent::config::{ConfigFile, RunArgs, parse_config_file, resolve};
-use crate::mirror::eviction::{Signal, ThresholdValue};
+use crate::nodestatus::eviction::{Signal, ThresholdValue};
 
 fn flags(args: &[&str]) -> RunArgs {
     crate::agent::config::parse_flags(args)

@@ -4,9 +4,9 @@
 
 use super::tests::{fake, only_container, pod};
 use super::*;
-use crate::agent::prober::handlers::fake::FakeHandlers;
 use crate::cri::FakeRuntime;
-use crate::mirror::events::{EventType, FakeRecorder};
+use crate::events::recorder::{EventType, FakeRecorder};
+use crate::prober::handlers::fake::FakeHandlers;
 
 /// A worker recording into the returned fake.
 fn worker(rt: Arc<FakeRuntime>, root: &std::path::Path) -> (Worker, Arc<FakeRecorder>) {

@@ -11,8 +11,8 @@
 use k8s_openapi::api::core::v1::LifecycleHandler;
 
 use super::*;
-use crate::agent::prober::resolve::{PodAddress, hook_action};
-use crate::kuberuntime::prober::LifecycleAction;
+use crate::prober::LifecycleAction;
+use crate::prober::resolve::{PodAddress, hook_action};
 
 /// StopContainer gets at least this, whatever preStop took (the kubelet's
 /// minimumGracePeriodInSeconds).

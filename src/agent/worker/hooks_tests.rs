@@ -6,9 +6,9 @@
 use super::hooks::kill_container;
 use super::tests::{app_state, fake, only_container, pod, worker_with};
 use super::*;
-use crate::agent::prober::handlers::fake::{FakeHandlers, HandlerCall};
-use crate::agent::prober::handlers::{HookAction, ProbeOutcome};
 use crate::cri::{ContainerFilter, FakeRuntime};
+use crate::prober::handlers::fake::{FakeHandlers, HandlerCall};
+use crate::prober::handlers::{HookAction, ProbeOutcome};
 use serde_json::json;
 
 fn secs(s: u64) -> Duration {

@@ -15,16 +15,16 @@ use k8s_openapi::api::core::v1::{Container, PodStatus};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::observe::observe_pod;
-use super::termination::read_message;
+use crate::kuberuntime::observe_driver::observe_pod;
+use crate::kuberuntime::termination_files::read_message;
 
 mod hooks;
 mod start;
 mod stop;
 
-use super::prober::handlers::HookRunner;
-use super::prober::manager::{PodProber, ProberContext, kill_message};
 use crate::cri::{ContainerState, PodSandboxState, Runtime, RuntimeError};
+use crate::events::kubelet_events;
+use crate::events::recorder::{Event, EventObject, EventRecorder};
 use crate::kuberuntime::backoff::BackOff;
 use crate::kuberuntime::mapping::{self, NodeContext};
 use crate::kuberuntime::observe::Observation;
@@ -35,10 +35,10 @@ use crate::kuberuntime::status::{
     CONTAINER_CREATING, POD_INITIALIZING, StatusInput, WaitingReason, pod_status,
 };
 use crate::kuberuntime::termination::message_source;
-use crate::mirror::events::{Event, EventObject, EventRecorder};
-use crate::mirror::kubelet_events;
 use crate::pod::view::StatusCache;
 use crate::pod::{self, Pod};
+use crate::prober::handlers::HookRunner;
+use crate::prober::manager::{PodProber, ProberContext, kill_message};
 use hooks::kill_container;
 use start::pull_key;
 use stop::kill_all;

@@ -6,8 +6,8 @@
 //! created; failures are returned to the sync, which records and retries.
 
 use super::*;
-use crate::agent::hostpath::check_volumes;
-use crate::agent::termination::create_message_file;
+use crate::kuberuntime::termination_files::create_message_file;
+use crate::volume::hostpath::check_volumes;
 
 impl Worker {
     pub(super) async fn create_sandbox(

@@ -6,8 +6,8 @@
 //! finds none of its runtime objects left.
 
 use super::*;
-use crate::agent::cgroup::remove_pod_cgroup;
-use crate::agent::log_rotation::clean_container_logs;
+use crate::cm::cgroup::remove_pod_cgroup;
+use crate::logs::container_log_manager::clean_container_logs;
 
 impl Worker {
     pub(super) async fn terminate(

@@ -6,10 +6,10 @@ use super::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use crate::agent::prober::clock::TokioClock;
-use crate::agent::prober::handlers::fake::FakeHandlers;
 use crate::cri::{ContainerFilter, DnsConfig, FakeRuntime};
 use crate::pod::defaults::apply_api_defaults;
+use crate::prober::clock::TokioClock;
+use crate::prober::handlers::fake::FakeHandlers;
 use k8s_openapi::api::core::v1::{ContainerState as K8sState, ContainerStateTerminated};
 
 fn worker(rt: Arc<FakeRuntime>, root: &Path) -> Worker {
@@ -66,11 +66,11 @@ pub(crate) fn test_context(
             agent_started,
             node_ip: "10.0.0.1".into(),
             clock: Arc::new(TokioClock::new(jiff::Timestamp::now())),
-            events: Arc::new(crate::mirror::events::NoopRecorder),
+            events: Arc::new(crate::events::recorder::NoopRecorder),
         }),
         hooks: handlers,
         image_pulls: Default::default(),
-        events: Arc::new(crate::mirror::events::NoopRecorder),
+        events: Arc::new(crate::events::recorder::NoopRecorder),
     }
 }
 

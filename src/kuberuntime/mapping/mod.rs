@@ -35,6 +35,8 @@ mod resources;
 mod sandbox;
 mod security;
 
+pub use crate::logs::layout::container_log_path;
+use crate::logs::layout::pod_log_dir_under;
 pub(crate) use env::expand;
 use env::{environment, mounts};
 use resources::{amounts, resources};
@@ -224,26 +226,9 @@ fn systemd_slices(name: &[&str]) -> String {
     path
 }
 
+/// `<root>/logs/<namespace>_<name>_<uid>` (see [`pod_log_dir_under`]).
 pub fn pod_log_dir(ctx: &NodeContext, pod: &Pod) -> PathBuf {
     pod_log_dir_under(&ctx.root_dir, pod)
-}
-
-/// `<root>/logs/<namespace>_<name>_<uid>`: where a pod's container logs go.
-pub fn pod_log_dir_under(root_dir: &Path, pod: &Pod) -> PathBuf {
-    pod_log_dir_of(root_dir, namespace(pod), name(pod), uid(pod))
-}
-
-/// [`pod_log_dir_under`] from the pod's identity alone, as a container's
-/// labels record it (for a container whose pod spec is gone).
-pub fn pod_log_dir_of(root_dir: &Path, namespace: &str, name: &str, uid: &str) -> PathBuf {
-    root_dir
-        .join("logs")
-        .join(format!("{namespace}_{name}_{uid}"))
-}
-
-/// `<container>/<restart>.log`, relative to [`pod_log_dir`].
-pub fn container_log_path(container_name: &str, restart_count: u32) -> String {
-    format!("{container_name}/{restart_count}.log")
 }
 
 pub fn empty_dir_path(ctx: &NodeContext, pod: &Pod, volume: &str) -> PathBuf {

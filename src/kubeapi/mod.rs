@@ -1,0 +1,11 @@
+//! The API server adapter, on the ground floor beside `cri`: the
+//! `MirrorClient` trait crilet's subsystems speak (the Node, its Lease, mirror
+//! pods, API pods bound to the node, Events), its kube-rs client, and a
+//! recording fake for unit tests.
+//!
+//! Invariant: imports no subsystem; kube-rs types stay behind the trait's
+//! k8s-openapi objects and `MirrorError`.
+
+pub mod client;
+pub mod fake;
+pub mod retry;

@@ -1,0 +1,8 @@
+//! Pod admission (the kubelet's `pkg/kubelet/lifecycle` admit handlers):
+//! `admit` says which pods the API server binds to this node crilet rejects
+//! (pure); `admission` writes those rejections.
+//!
+//! Invariant: a rejected pod is never run, and is written once.
+
+pub(crate) mod admission;
+pub mod admit;

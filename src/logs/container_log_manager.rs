@@ -1,0 +1,448 @@
+//! The container log rotation driver (the kubelet's container log manager)
+//! and the removal of a container's log files with the container (its
+//! `Clean`).
+//!
+//! Every monitor interval it lists the runtime's containers and checks
+//! each running one's log, at most `max_workers` at a time: ContainerStatus
+//! gives the log path, the file is stat'ed and its directory listed,
+//! `kuberuntime::log_rotation::plan` decides, and the steps are done here
+//! with real files (gzip through `flate2`) and ReopenContainerLog. A failed
+//! check logs why, naming the container and the file, and is simply
+//! tried again at the next interval; each rotation logs one info line.
+//!
+//! Rotated names carry the UTC time, where the kubelet uses local time:
+//! the plan takes the oldest by name, and local time runs backwards at a
+//! daylight-saving change or a time-zone change, so the newest file would
+//! be removed as the oldest.
+//!
+//! Invariant: file I/O runs on the blocking pool; the current log is
+//! renamed only right before ReopenContainerLog and renamed back when
+//! that fails, so the runtime never has a log it cannot write.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::layout::pod_log_dir_of;
+use crate::cri::{ContainerFilter, ContainerState, ContainerStatus, Runtime, RuntimeError};
+use crate::logs::rotation::{
+    COMPRESS_SUFFIX, Decision, RotatePolicy, Step, TIMESTAMP_FORMAT, TMP_SUFFIX, clean_targets,
+    plan,
+};
+use crate::pod::{POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LogRotationError {
+    #[error("container {container}: ContainerStatus: {source}")]
+    Status {
+        container: String,
+        source: RuntimeError,
+    },
+    #[error("container {container}: {op} {path}: {source}")]
+    Io {
+        container: String,
+        op: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    #[error("container {container}: log {log} is missing and ReopenContainerLog failed: {source}")]
+    ReopenMissing {
+        container: String,
+        log: PathBuf,
+        source: RuntimeError,
+    },
+    #[error(
+        "container {container}: ReopenContainerLog failed after {log} was renamed to {rotated} ({source}); {}",
+        match rename_back { None => "renamed it back".to_string(), Some(e) => format!("renaming it back failed too: {e}") }
+    )]
+    Reopen {
+        container: String,
+        log: PathBuf,
+        rotated: PathBuf,
+        source: RuntimeError,
+        rename_back: Option<io::Error>,
+    },
+}
+
+/// What one check did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The runtime names no log file for the container.
+    NoLog,
+    /// Smaller than the max size.
+    Kept,
+    /// The log was missing; the runtime reopened it.
+    Reopened,
+    /// `log` is now `rotated`; the runtime writes a new `log`.
+    Rotated {
+        log: PathBuf,
+        rotated: PathBuf,
+        size: u64,
+    },
+    /// This second's rotated name is taken; rotated at a later check.
+    Waited { log: PathBuf, taken: String },
+}
+
+/// The log file of a container: the runtime's path when absolute (containerd
+/// and CRI-O answer so), otherwise relative to the pod's log directory under
+/// `root_dir`, as CreateContainer was given it. `None` without a log path.
+pub fn container_log_file(status: &ContainerStatus, root_dir: &Path) -> Option<PathBuf> {
+    if status.log_path.is_empty() {
+        return None;
+    }
+    let path = Path::new(&status.log_path);
+    if path.is_absolute() {
+        return Some(path.to_path_buf());
+    }
+    let label = |k: &str| status.labels.get(k).map(String::as_str);
+    let dir = pod_log_dir_of(
+        root_dir,
+        label(POD_NAMESPACE_LABEL)?,
+        label(POD_NAME_LABEL)?,
+        label(POD_UID_LABEL)?,
+    );
+    Some(dir.join(path))
+}
+
+/// The rotation driver's settings and runtime.
+#[derive(Clone)]
+pub struct LogRotation {
+    pub runtime: Arc<dyn Runtime>,
+    pub policy: RotatePolicy,
+    pub monitor_interval: Duration,
+    pub max_workers: usize,
+    /// `--root-dir`, for a relative log path.
+    pub root_dir: PathBuf,
+    /// The clock that names rotated files.
+    pub now: fn() -> jiff::Timestamp,
+}
+
+impl LogRotation {
+    /// Checks every interval (the first right away) until `cancel`.
+    pub async fn run(self, cancel: CancellationToken) {
+        tracing::info!(
+            max_size = self.policy.max_size,
+            max_files = self.policy.max_files,
+            interval = ?self.monitor_interval,
+            workers = self.max_workers,
+            "container log rotation on"
+        );
+        let mut tick = tokio::time::interval(self.monitor_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tick.tick() => { self.check_all().await; }
+            }
+        }
+    }
+
+    /// One pass over the running containers, `max_workers` at a time; logs
+    /// each rotation and each failure. Returns the outcomes by container.
+    pub async fn check_all(&self) -> Vec<(String, Result<Outcome, LogRotationError>)> {
+        let containers = match self
+            .runtime
+            .list_containers(&ContainerFilter::default())
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "container log rotation: cannot list containers; retrying at the next check");
+                return Vec::new();
+            }
+        };
+        // Only running containers write; a stopped one keeps its last log.
+        let ids = containers
+            .into_iter()
+            .filter(|c| c.state == ContainerState::Running)
+            .map(|c| c.id);
+        futures::stream::iter(ids)
+            .map(|id| async move {
+                let result = self.check(&id).await;
+                report(&id, &result);
+                (id, result)
+            })
+            .buffer_unordered(self.max_workers.max(1))
+            .collect()
+            .await
+    }
+
+    /// Checks one container's log and rotates it if due.
+    pub async fn check(&self, id: &str) -> Result<Outcome, LogRotationError> {
+        let status = (self.runtime.container_status(id).await).map_err(|source| {
+            LogRotationError::Status {
+                container: id.to_string(),
+                source,
+            }
+        })?;
+        let Some(log) = container_log_file(&status, &self.root_dir) else {
+            return Ok(Outcome::NoLog);
+        };
+        let (Some(dir), Some(name)) = (log.parent(), log.file_name().and_then(|n| n.to_str()))
+        else {
+            return Ok(Outcome::NoLog);
+        };
+        let (dir, name) = (dir.to_path_buf(), name.to_string());
+        let (size, listing) = blocking({
+            let (dir, log) = (dir.clone(), log.clone());
+            move || -> Result<_, (&'static str, PathBuf, io::Error)> {
+                let size = match std::fs::metadata(&log) {
+                    Ok(m) => Some(m.len()),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                    Err(e) => return Err(("stat", log, e)),
+                };
+                // Only a rotation reads the siblings; a missing log (or
+                // directory) is only reopened.
+                let listing = match size {
+                    Some(_) => list_dir(&dir).map_err(|e| ("list", dir, e))?,
+                    None => Vec::new(),
+                };
+                Ok((size, listing))
+            }
+        })
+        .await
+        .map_err(|(op, path, e)| io_error(id, op, &path, e))?;
+        let timestamp = (self.now)().strftime(TIMESTAMP_FORMAT).to_string();
+        match plan(&name, size, &listing, self.policy, &timestamp) {
+            Decision::Keep => Ok(Outcome::Kept),
+            Decision::Wait { taken } => Ok(Outcome::Waited { log, taken }),
+            Decision::Reopen => match self.runtime.reopen_container_log(id).await {
+                Ok(()) => Ok(Outcome::Reopened),
+                Err(source) => Err(LogRotationError::ReopenMissing {
+                    container: id.to_string(),
+                    log,
+                    source,
+                }),
+            },
+            Decision::Rotate(steps) => {
+                self.rotate(id, &dir, log, size.unwrap_or_default(), steps)
+                    .await
+            }
+        }
+    }
+
+    async fn rotate(
+        &self,
+        id: &str,
+        dir: &Path,
+        log: PathBuf,
+        size: u64,
+        steps: Vec<Step>,
+    ) -> Result<Outcome, LogRotationError> {
+        let mut rotated = None;
+        for step in steps {
+            match step {
+                Step::Remove(n) => {
+                    let path = dir.join(n);
+                    blocking({
+                        let path = path.clone();
+                        move || remove_file(&path)
+                    })
+                    .await
+                    .map_err(|source| io_error(id, "remove", &path, source))?;
+                }
+                Step::Compress(n) => {
+                    let path = dir.join(n);
+                    blocking({
+                        let path = path.clone();
+                        move || compress(&path)
+                    })
+                    .await
+                    .map_err(|source| io_error(id, "compress", &path, source))?;
+                }
+                Step::Rename { from, to } => {
+                    let (from, to) = (dir.join(from), dir.join(to));
+                    blocking({
+                        let (from, to) = (from.clone(), to.clone());
+                        move || std::fs::rename(&from, &to)
+                    })
+                    .await
+                    .map_err(|source| io_error(id, "rename", &from, source))?;
+                    rotated = Some(to);
+                }
+                Step::Reopen => {
+                    let Err(source) = self.runtime.reopen_container_log(id).await else {
+                        continue;
+                    };
+                    let Some(rotated) = rotated.take() else {
+                        // The plan always renames before it reopens.
+                        return Err(LogRotationError::ReopenMissing {
+                            container: id.to_string(),
+                            log,
+                            source,
+                        });
+                    };
+                    // Rename back so that the next check tries again.
+                    let rename_back = blocking({
+                        let (rotated, log) = (rotated.clone(), log.clone());
+                        move || std::fs::rename(&rotated, &log)
+                    })
+                    .await
+                    .err();
+                    return Err(LogRotationError::Reopen {
+                        container: id.to_string(),
+                        log,
+                        rotated,
+                        source,
+                        rename_back,
+                    });
+                }
+            }
+        }
+        Ok(match rotated {
+            Some(rotated) => Outcome::Rotated { log, rotated, size },
+            None => Outcome::Kept,
+        })
+    }
+}
+
+/// One info line per rotation, one warning per failure.
+fn report(id: &str, result: &Result<Outcome, LogRotationError>) {
+    match result {
+        Ok(Outcome::Rotated { log, rotated, size }) => tracing::info!(
+            container = id,
+            log = %log.display(),
+            rotated = %rotated.display(),
+            size,
+            "container log rotated"
+        ),
+        Ok(Outcome::Waited { log, taken }) => tracing::info!(
+            container = id,
+            log = %log.display(),
+            taken,
+            "container log due for rotation, but this second's name is taken; rotating at the next check"
+        ),
+        Ok(Outcome::Reopened) => {
+            tracing::info!(
+                container = id,
+                "container log was missing; the runtime reopened it"
+            )
+        }
+        Ok(Outcome::NoLog | Outcome::Kept) => {}
+        Err(e) => tracing::warn!(
+            error = %e,
+            "container log rotation failed; retrying at the next check"
+        ),
+    }
+}
+
+fn io_error(id: &str, op: &'static str, path: &Path, source: io::Error) -> LogRotationError {
+    LogRotationError::Io {
+        container: id.to_string(),
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Removes the container's log and its rotated files (the kubelet's
+/// `Clean`: every file named `<log>*`), before the container itself is
+/// removed. A container the runtime no longer knows has nothing to clean.
+/// Returns the files removed.
+pub async fn clean_container_logs(
+    rt: &dyn Runtime,
+    root_dir: &Path,
+    id: &str,
+) -> Result<Vec<PathBuf>, LogRotationError> {
+    let status = match rt.container_status(id).await {
+        Ok(s) => s,
+        Err(e) if e.is_not_found() => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(LogRotationError::Status {
+                container: id.to_string(),
+                source,
+            });
+        }
+    };
+    let Some(log) = container_log_file(&status, root_dir) else {
+        return Ok(Vec::new());
+    };
+    let (Some(dir), Some(name)) = (log.parent(), log.file_name().and_then(|n| n.to_str())) else {
+        return Ok(Vec::new());
+    };
+    let (dir, name) = (dir.to_path_buf(), name.to_string());
+    blocking(move || {
+        let listing = match list_dir(&dir) {
+            Ok(l) => l,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(("list", dir, e)),
+        };
+        let mut removed = Vec::new();
+        for n in clean_targets(&name, &listing) {
+            let path = dir.join(n);
+            remove_file(&path).map_err(|e| ("remove", path.clone(), e))?;
+            removed.push(path);
+        }
+        Ok(removed)
+    })
+    .await
+    .map_err(|(op, path, source)| LogRotationError::Io {
+        container: id.to_string(),
+        op,
+        path,
+        source,
+    })
+}
+
+/// Runs blocking file I/O off the async workers.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(v) => v,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
+/// The names in `dir` (not recursive); names that are not UTF-8 are skipped.
+fn list_dir(dir: &Path) -> io::Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        if let Ok(n) = entry?.file_name().into_string() {
+            names.push(n);
+        }
+    }
+    Ok(names)
+}
+
+/// Removes a file; one already gone is fine.
+fn remove_file(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// gzip `x` into `x.tmp`, rename it to `x.gz`, remove `x`. The `.tmp` is
+/// removed on failure (or left for the next rotation's clean-up).
+pub fn compress(path: &Path) -> io::Result<()> {
+    use std::io::Write;
+    let with = |suffix: &str| {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        PathBuf::from(p)
+    };
+    let (tmp, out) = (with(TMP_SUFFIX), with(COMPRESS_SUFFIX));
+    let mut input = std::fs::File::open(path)?;
+    let permissions = input.metadata()?.permissions();
+    let written = (|| {
+        let file = std::fs::File::create(&tmp)?;
+        file.set_permissions(permissions)?;
+        let mut gz =
+            flate2::write::GzEncoder::new(io::BufWriter::new(file), flate2::Compression::default());
+        io::copy(&mut input, &mut gz)?;
+        gz.finish()?.flush()?;
+        std::fs::rename(&tmp, &out)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    remove_file(path)
+}
+
+#[cfg(test)]
+#[path = "container_log_manager_tests.rs"]
+mod tests;
