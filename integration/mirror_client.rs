@@ -6,9 +6,11 @@
 use std::time::Duration;
 
 use crilet::kubeapi::client::{KubeMirrorClient, MirrorClient, PodEvent};
-use crilet::mirror::decide::{NodeRef, mirror_pod_for};
+use crilet::mirror::decide::mirror_pod_for;
 use crilet::nodestatus::allocatable::NodeResources;
-use crilet::nodestatus::node::{NodeStatusInputs, NodeSystem, new_node, node_lease, node_status};
+use crilet::nodestatus::node::{
+    NodeRef, NodeStatusInputs, NodeSystem, new_node, node_lease, node_status,
+};
 use crilet::pod::defaults::{PodSource, apply_static_defaults};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;

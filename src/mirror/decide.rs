@@ -16,18 +16,12 @@ use k8s_openapi::api::core::v1::PodStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde_json::Value;
 
+use crate::nodestatus::node::NodeRef;
 use crate::pod::view::UnseenSources;
 use crate::pod::{
     CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION, CONFIG_SOURCE_ANNOTATION, Pod, annotation,
     full_name, is_mirror_pod, name, namespace, uid,
 };
-
-/// The Node a mirror pod is owned by.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeRef {
-    pub name: String,
-    pub uid: String,
-}
 
 /// What to do on the API server for one full name.
 #[derive(Debug, Clone, PartialEq, Eq)]

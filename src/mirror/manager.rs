@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::decide::{
-    DeleteReason, MirrorAction, MirrorInputs, NodeRef, decide, mirror_pod_for, status_differs,
+    DeleteReason, MirrorAction, MirrorInputs, decide, mirror_pod_for, status_differs,
 };
 use crate::events::recorder::EventRecorder;
 use crate::kubeapi::client::{MirrorClient, MirrorError, PodEvent};
@@ -28,6 +28,7 @@ use crate::pod::{self, manager::PodManager};
 
 pub use crate::kubeapi::retry::RESYNC_PERIOD;
 use crate::kubeapi::retry::retry_delay;
+use crate::nodestatus::node::NodeRef;
 
 pub struct MirrorManager {
     pub client: Arc<dyn MirrorClient>,

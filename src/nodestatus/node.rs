@@ -18,6 +18,13 @@ use super::allocatable::NodeResources;
 use super::pressure::{PressureCondition, pressure_conditions};
 use crate::cri::Image;
 
+/// The Node a mirror pod is owned by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRef {
+    pub name: String,
+    pub uid: String,
+}
+
 /// Namespace of node heartbeats.
 pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 /// How long a lease stays valid without renewal (the kubelet's default).

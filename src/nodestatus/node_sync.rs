@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::allocatable::NodeResources;
 use super::eviction::{Observation, Threshold};
+use super::node::NodeRef;
 use super::node::{
     NodeStatusInputs, NodeSystem, new_node, node_images, node_lease, node_status, pressure_of,
     status_has_changed,
@@ -44,7 +45,6 @@ use crate::cri::Runtime;
 use crate::events::kubelet_events;
 use crate::events::recorder::{EventObject, EventRecorder};
 use crate::kubeapi::client::{MirrorClient, MirrorError, NodeEvent};
-use crate::mirror::decide::NodeRef;
 
 /// How often the runtime's image list is read for `status.images` (the
 /// kubelet's image manager refreshes its cached list every 30 s).

@@ -42,27 +42,6 @@ pub trait ProbeRecorder: Send + Sync {
     );
 }
 
-impl ProbeRecorder for crate::stats::metrics::Metrics {
-    fn record(
-        &self,
-        pod: &Pod,
-        container: &str,
-        probe_type: ProbeType,
-        result: &str,
-        took: Duration,
-    ) {
-        self.observe_probe(&crate::stats::metrics::ProbeRun {
-            probe_type: probe_type.as_str(),
-            result,
-            container,
-            pod: pod::name(pod),
-            namespace: pod::namespace(pod),
-            pod_uid: pod::uid(pod),
-            elapsed: took,
-        });
-    }
-}
-
 /// What every pod's prober shares.
 pub struct ProberContext {
     pub runner: Arc<dyn ProbeRunner>,

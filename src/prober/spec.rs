@@ -14,8 +14,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Container, HTTPGetAction, LifecycleHandler, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::kuberuntime::mapping::expand;
 use crate::pod::defaults::{DEFAULT_HTTP_GET_PATH, default_probe};
+use crate::units::expansion::expand;
 
 /// A port as a probe names it: a number, or the name of one of the
 /// container's `ports[]` (resolved with [`resolve_port`] at each run).

@@ -29,6 +29,9 @@ use super::StatsSources;
 use crate::cri::client::OperationObserver;
 use crate::images::report::GcCounters;
 use crate::images::select::GcReason;
+use crate::pod::{self, Pod};
+use crate::prober::ProbeType;
+use crate::prober::manager::ProbeRecorder;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Operation {
@@ -330,6 +333,29 @@ impl OperationObserver for Metrics {
         self.durations
             .get_or_create(&label)
             .observe(elapsed.as_secs_f64());
+    }
+}
+
+/// The prober records each probe run here (`prober_probe_total`,
+/// `prober_probe_duration_seconds`).
+impl ProbeRecorder for Metrics {
+    fn record(
+        &self,
+        pod: &Pod,
+        container: &str,
+        probe_type: ProbeType,
+        result: &str,
+        took: Duration,
+    ) {
+        self.observe_probe(&ProbeRun {
+            probe_type: probe_type.as_str(),
+            result,
+            container,
+            pod: pod::name(pod),
+            namespace: pod::namespace(pod),
+            pod_uid: pod::uid(pod),
+            elapsed: took,
+        });
     }
 }
 

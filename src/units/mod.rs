@@ -1,10 +1,11 @@
 //! Ground-floor helpers every layer may use: durations written as the
-//! kubelet's flags take them, byte sizes as operators read them, and
-//! Kubernetes resource quantities (parsed exactly).
+//! kubelet's flags take them, byte sizes as operators read them,
+//! Kubernetes resource quantities (parsed exactly), and `$(VAR)` expansion.
 //! Invariant: pure; imports nothing from the rest of the crate.
 
 pub mod bytes;
 pub mod duration;
+pub mod expansion;
 pub mod quantity;
 #[cfg(test)]
 pub mod test_logs;

@@ -1,52 +1,11 @@
-//! Container environment and mounts: `$(VAR)` expansion, env values and
+//! Container environment and mounts: env values (`$(VAR)`-expanded by
+//! `units::expansion`) and
 //! the downward API, hostPath and emptyDir mounts. Part of `mapping`.
 //!
 //! Invariant: pure, like the rest of the mapping.
 
 use super::*;
-
-/// The kubelet's `$(VAR)` expansion: a defined variable is replaced, `$$`
-/// is a literal `$` (so `$$(VAR)` gives `$(VAR)`), anything else is kept.
-/// When a name repeats in `vars`, the last entry wins. Also used for exec
-/// probe commands (`prober::probe_command`).
-pub(crate) fn expand(input: &str, vars: &[(String, String)]) -> String {
-    let mut out = String::with_capacity(input.len());
-    let mut rest = input;
-    while let Some(pos) = rest.find('$') {
-        out.push_str(&rest[..pos]);
-        let after = &rest[pos + 1..];
-        rest = match after.chars().next() {
-            Some('$') => {
-                out.push('$');
-                &after[1..]
-            }
-            Some('(') => match after.find(')') {
-                Some(end) => {
-                    let var = &after[1..end];
-                    match vars.iter().rev().find(|(n, _)| n == var) {
-                        Some((_, value)) => out.push_str(value),
-                        None => {
-                            out.push_str("$(");
-                            out.push_str(var);
-                            out.push(')');
-                        }
-                    }
-                    &after[end + 1..]
-                }
-                None => {
-                    out.push_str("$(");
-                    &after[1..]
-                }
-            },
-            _ => {
-                out.push('$');
-                after
-            }
-        };
-    }
-    out.push_str(rest);
-    out
-}
+use crate::units::expansion::expand;
 
 /// The container's env in spec order (a repeated name keeps its first slot,
 /// last value wins); literal values are expanded against earlier entries.

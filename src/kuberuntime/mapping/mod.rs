@@ -37,7 +37,7 @@ mod security;
 
 pub use crate::logs::layout::container_log_path;
 use crate::logs::layout::pod_log_dir_under;
-pub(crate) use env::expand;
+pub(crate) use crate::units::expansion::expand;
 use env::{environment, mounts};
 use resources::{amounts, resources};
 use sandbox::{namespace_options, supplemental_groups};
