@@ -8,10 +8,12 @@
 //! manager through a watch channel. Shutdown fans out from one
 //! cancellation token and leaves pods running, as the kubelet does.
 //!
-//! The drivers live here (sync loop, pod workers, relist, container GC,
-//! runtime reads, and the host files a pod needs: hostPath checks,
-//! termination-message files); they may import every lower layer, never
-//! `cli`.
+//! What lives here is the sync loop (this file, and `sync_pleg`: its half
+//! of the PLEG, relisting and waking workers), the pod workers (`worker`),
+//! the settings (`config`), the process setup (`process`, `sd_notify`),
+//! the URL source's wiring (`url_source`) and the sweep of orphaned pod
+//! leftovers (`orphan_dirs`); each subsystem it drives has a folder of its
+//! own (scripts/layers.txt says which may use which).
 
 pub mod config;
 pub mod orphan_dirs;

@@ -1,6 +1,6 @@
 //! The sync loop's PLEG: it relists the runtime (every second, or every
 //! 300 s as a safety net while container events flow) and wakes the worker
-//! of each pod an event names, as `kuberuntime::pleg` decides; the stream
+//! of each pod an event names, as `pleg::decisions` decides; the stream
 //! itself is held by `container_events`.
 //!
 //! Invariant: only the sync loop runs this (it owns the relist state and the

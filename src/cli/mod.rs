@@ -1,6 +1,7 @@
 //! Command implementations behind the `crilet` binary. Each returns its
 //! output as data or text so that tests can drive it without a terminal.
-//! The top layer (beside `main`): may import any module of the crate.
+//! On top (beside `main`): it may use the agent and the subsystems it
+//! queries (scripts/layers.txt).
 
 pub mod agent_client;
 pub mod command;

@@ -7,7 +7,7 @@
 //! kept (the kubelet's MaxPerPodContainer = 1; the pod status reads the
 //! newest two for state, lastState and restart count). Every exited
 //! container of a pod no source wants is removed, but only once every
-//! source has reported. `select` is pure; `agent::container_gc` lists, selects and removes.
+//! source has reported. `select` is pure; `kuberuntime::container_gc_driver` lists, selects and removes.
 
 use std::collections::HashMap;
 

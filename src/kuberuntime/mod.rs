@@ -1,12 +1,14 @@
-//! The kubelet's pod semantics over CRI (the kubelet's own name for this
-//! layer): labels, the Pod -> CRI mapping, the plan, crash back-off, pod
-//! status, termination messages, reading observations, dead-container
-//! selection, the container log rotation plan, the PLEG's decisions (events
-//! or relist), and the pure half of probes and lifecycle hooks (`prober`).
+//! The kubelet's pod semantics over CRI (`pkg/kubelet/kuberuntime`): the
+//! `io.kubernetes.*` labels, the Pod -> CRI mapping, the plan, crash
+//! back-off, pod status, termination messages, observation and
+//! dead-container GC.
 //!
-//! Invariant: pure functions over domain types. No tokio tasks, no
-//! filesystem, no network; imports only `cri` (types), `pod` and `units`.
-//! The drivers that act on these decisions live in `agent`.
+//! Invariant: the pure files (`labels`, `mapping`, `plan`, `backoff`,
+//! `status`, `termination`, `observe`, `container_gc`) do no I/O, read no
+//! clock and are not async; each has its driver beside it:
+//! `observe_driver` (the runtime reads), `termination_files` (the
+//! termination-message files on the host) and `container_gc_driver` (the
+//! dead-container GC loop).
 
 pub mod backoff;
 pub mod container_gc;

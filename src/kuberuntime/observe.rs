@@ -1,6 +1,6 @@
 //! What the runtime has for a pod (or for every pod), recovered from the
 //! kubelet labels on sandboxes and containers: the pure half of reading
-//! it. `agent::observe` makes the list and status calls.
+//! it. `kuberuntime::observe_driver` makes the list and status calls.
 //!
 //! Invariant: read-only. Objects whose labels do not parse are reported and
 //! left alone: they may belong to another agent's pods.

@@ -5,7 +5,7 @@
 //! Every monitor interval it lists the runtime's containers and checks
 //! each running one's log, at most `max_workers` at a time: ContainerStatus
 //! gives the log path, the file is stat'ed and its directory listed,
-//! `kuberuntime::log_rotation::plan` decides, and the steps are done here
+//! `logs::rotation::plan` decides, and the steps are done here
 //! with real files (gzip through `flate2`) and ReopenContainerLog. A failed
 //! check logs why, naming the container and the file, and is simply
 //! tried again at the next interval; each rotation logs one info line.

@@ -4,8 +4,9 @@
 //! lines into what `kubectl logs` prints, the backwards scan that finds
 //! where the last N lines start, and which container's log a request means.
 //!
-//! Invariant: pure. The `logs` layer opens, seeks and follows the files and
-//! feeds the bytes through here; nothing here touches a file or the clock.
+//! Invariant: pure. The readers (`logs::locate`, `logs::stream`) open, seek
+//! and follow the files and feed the bytes through here; nothing here
+//! touches a file or the clock.
 
 /// One line of a CRI log file, without its newline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! Container log rotation, planned: what the kubelet's container log
 //! manager does to one running container's log at one check, as a list of
-//! steps over file names. The driver (`agent::log_rotation`) lists the
+//! steps over file names. The driver (`logs::container_log_manager`) lists the
 //! directory, stats the log, reads the clock, applies the steps and calls
 //! the runtime.
 //!

@@ -1,11 +1,11 @@
 //! The task that holds the runtime's GetContainerEvents stream: it
 //! subscribes, forwards every event, and when the stream fails or ends it
-//! says so and subscribes again after the back-off of `kuberuntime::pleg`.
+//! says so and subscribes again after the back-off of `pleg::decisions`.
 //! It talks to the sync loop over a broadcast channel, so it never waits
 //! for the loop: a loop that falls behind learns it lost events (a lag).
 //!
 //! Invariant: it decides nothing about pods or relists; the sync loop does,
-//! with `kuberuntime::pleg`.
+//! with `pleg::decisions`.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! relists every second, when to relist and to subscribe again, which pod an
 //! event wakes, and which changes a relist found that no event announced.
 //!
-//! Invariant: pure. The driver (`agent::pleg`) reports what happened (a
+//! Invariant: pure. The driver (`agent::sync_pleg`) reports what happened (a
 //! subscription, an event, the end of a stream, a lag, a relist) and acts on
 //! the answers; nothing here reads a clock or does I/O. Events are hints: an
 //! event only says which pod to look at again, never what its state is.

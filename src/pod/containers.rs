@@ -1,7 +1,7 @@
 //! A pod's containers by name, for requests that name one (`crilet exec`,
 //! `crilet logs`): a named container must be one of the pod's, init and
 //! ephemeral ones included, as the API server checks it. Which container an
-//! unnamed request means is `kuberuntime::logs::default_container`'s
+//! unnamed request means is `logs::default_container`'s
 //! choice, the one policy for both commands.
 //! Pure: it reads the pod's spec only.
 

@@ -1,6 +1,6 @@
 //! The vocabulary of manifest validation, shared by the parser
 //! (`document`, `model`) and every `*_validation` file: a refusal
-//! ([`Invalid`]), the list of them ([`Problems`]), the error a refused
+//! (`Invalid`), the list of them ([`Problems`]), the error a refused
 //! manifest gets ([`ManifestError`]), and the name rules the API server
 //! applies (DNS-1123 labels and subdomains, IANA service names).
 //!

@@ -5,7 +5,7 @@
 //! Invariant: the sync loop alone writes the [`AgentView`] (through a
 //! watch channel of snapshots) and each pod worker writes only its own
 //! entry of the [`StatusCache`]; readers never hold a lock across `.await`.
-//! The types live on the ground floor so that every layer may read them.
+//! The types live on the ground floor so that every subsystem may read them.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, RwLock};

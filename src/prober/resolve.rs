@@ -1,4 +1,4 @@
-//! From a probe or hook as the spec says it (`kuberuntime::prober`) to what
+//! From a probe or hook as the spec says it (`prober`) to what
 //! a handler runs: named ports looked up in the container's ports, `$(VAR)`
 //! expanded in exec commands, the host chosen (the spec's, else the pod IP,
 //! the node IP for host-network pods).

@@ -6,7 +6,7 @@
 //! Invariant: every request finds its pod through the pod manager
 //! (`pod::lookup`, so a mirror UID works), a named container must be the
 //! pod's (`pod::containers`) and an unnamed one is the default
-//! (`kuberuntime::logs::default_container`, as for the kubelet server); an
+//! (`logs::default_container`, as for the kubelet server); an
 //! unknown pod or container is NOT_FOUND, a malformed request
 //! INVALID_ARGUMENT, each naming what was asked for.
 

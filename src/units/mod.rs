@@ -1,4 +1,4 @@
-//! Ground-floor helpers every layer may use: durations written as the
+//! Ground-floor helpers every folder may use: durations written as the
 //! kubelet's flags take them, byte sizes as operators read them,
 //! Kubernetes resource quantities (parsed exactly), and `$(VAR)` expansion.
 //! Invariant: pure; imports nothing from the rest of the crate.

@@ -1,4 +1,4 @@
-//! An in-memory `Runtime` for unit tests of the layers above it.
+//! An in-memory `Runtime` for unit tests of the subsystems above it.
 //!
 //! It keeps sandboxes, containers and images the way CRI describes them,
 //! records every call in order, can be told to fail a given operation, and

@@ -25,7 +25,7 @@
 //! - service-link environment variables, and the image-user check behind
 //!   `runAsNonRoot` (only an explicit `runAsUser: 0` is refused);
 //! - hostPath `type` checks (the worker runs them before the sandbox, see
-//!   `agent::hostpath`), and creating subPath directories. emptyDir
+//!   `volume::hostpath`), and creating subPath directories. emptyDir
 //!   `medium: Memory` and `sizeLimit` are not honoured (a plain directory).
 
 mod container;
