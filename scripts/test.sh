@@ -33,6 +33,8 @@ say "cargo clippy --all-targets -D warnings"
 cargo clippy --all-targets --quiet -- -D warnings
 say "layering (scripts/check-layers.sh)"
 bash "$ROOT/scripts/check-layers.sh"
+say "docs: relative links in README.md and docs/ (scripts/check-docs.py)"
+python3 -B "$ROOT/scripts/check-docs.py"
 say "cargo doc (warnings denied: broken intra-doc links)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
 say "unit tests"
