@@ -10,7 +10,7 @@
 //! Port decision: the TCP gRPC listener (`--grpc-address`) stays on its own
 //! address; it does not share this port. One port per protocol keeps the
 //! kubelet server's authentication (webhooks, anonymous, 401/403 texts) apart
-//! from the gRPC API's mutual TLS, so the README's gRPC example uses 10350.
+//! from the gRPC API's mutual TLS, so the gRPC example in docs/stats.md uses 10350.
 
 use std::net::IpAddr;
 use std::time::Duration;

@@ -14,7 +14,7 @@ pub const DEFAULT_RUNTIME_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// 50 pods finished soonest at width 7 on containerd 1.6 and 6 on
 /// containerd 2.1 (widths 5-9 within a few percent); crilet with this bound
 /// started 50 pods in 2810 ms, against 3155 ms unbounded and 3065 ms with 3
-/// (containerd 1.6, one run; README "Footprint").
+/// (containerd 1.6, one run; docs/footprint.md).
 pub const DEFAULT_MAX_PARALLEL_RUNTIME_MUTATIONS: usize = 6;
 
 /// The resolved runtime fields of `Settings`.
