@@ -4,7 +4,8 @@
 //! Why: 50 pod workers starting at once send 50 RunPodSandbox calls, then
 //! 50 CreateContainer and 50 StartContainer, and the runtime, which shares
 //! the node's few cores with its shims, finishes them later than when it
-//! gets a few at a time (`benches/cri_sequence.rs` sweeps the width; docs/footprint.md). The bound is per call, not per pod: a pod's next call waits
+//! gets a few at a time (`benches/cri_sequence.rs` sweeps the width;
+//! docs/footprint.md). The bound is per call, not per pod: a pod's next call waits
 //! for a permit again, so pods started together move through their steps
 //! side by side.
 //!
