@@ -199,4 +199,4 @@ pub fn rejected(reason: &'static str, message: String) -> Event {
 
 #[cfg(test)]
 #[path = "kubelet_events_tests.rs"]
-mod tests;
+pub(crate) mod tests;

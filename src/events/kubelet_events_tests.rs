@@ -205,12 +205,10 @@ fn a_container_id_in_a_runtime_error_becomes_its_name() {
     }
 }
 
-#[test]
-fn messages_that_share_a_reason_never_share_an_action() {
-    // One series per object, type, reason and action: two templates under
-    // one reason must differ in action, or one's message would be counted
-    // on the other's.
-    let all = [
+/// One of each pod message template, for the series checks here and in
+/// `prober::probe_events`, whose templates share the kubelet's reasons.
+pub(crate) fn pod_templates() -> Vec<Event> {
+    vec![
         pulling(IMAGE),
         pulled(IMAGE, Duration::ZERO, Duration::ZERO, 0),
         already_present(IMAGE),
@@ -225,9 +223,16 @@ fn messages_that_share_a_reason_never_share_an_action() {
         back_off_restarting("c", "p"),
         failed_post_start_hook(),
         failed_pre_stop_hook(),
-    ];
+    ]
+}
+
+/// Panics when two templates under one reason share an action too.
+pub(crate) fn assert_one_series_per_template(all: &[Event]) {
+    // One series per object, type, reason and action: two templates under
+    // one reason must differ in action, or one's message would be counted
+    // on the other's.
     let mut seen = std::collections::HashMap::new();
-    for e in &all {
+    for e in all {
         if let Some(other) = seen.insert((e.type_, e.reason, e.action), &e.message) {
             panic!(
                 "{:?} shares {:?} with {other:?}",
@@ -236,4 +241,9 @@ fn messages_that_share_a_reason_never_share_an_action() {
             );
         }
     }
+}
+
+#[test]
+fn messages_that_share_a_reason_never_share_an_action() {
+    assert_one_series_per_template(&pod_templates());
 }

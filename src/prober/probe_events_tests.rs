@@ -1,9 +1,6 @@
 use super::*;
-use crate::events::kubelet_events::*;
+use crate::events::kubelet_events::tests::{assert_one_series_per_template, pod_templates};
 use crate::events::recorder::EventType::Warning;
-use std::time::Duration;
-
-const IMAGE: &str = "docker.io/library/busybox:latest";
 
 #[test]
 fn probe_events_have_the_kubelets_reason_action_and_wording() {
@@ -50,36 +47,12 @@ fn probe_events_have_the_kubelets_reason_action_and_wording() {
 
 #[test]
 fn messages_that_share_a_reason_never_share_an_action() {
-    // One series per object, type, reason and action: two templates under
-    // one reason must differ in action, or one's message would be counted
-    // on the other's. The probes' messages against all the others.
-    let all = [
-        pulling(IMAGE),
-        pulled(IMAGE, Duration::ZERO, Duration::ZERO, 0),
-        already_present(IMAGE),
-        failed_to_pull(IMAGE, "e"),
-        back_off_pulling(IMAGE),
-        never_pull(IMAGE),
-        failed_to_inspect(IMAGE, "e"),
-        failed("ErrImagePull", "ErrImagePull"),
-        failed("ImagePullBackOff", "ImagePullBackOff"),
-        created("c"),
-        started("c"),
-        back_off_restarting("c", "p"),
-        failed_post_start_hook(),
-        failed_pre_stop_hook(),
+    // The probes' messages against all the others.
+    let mut all = pod_templates();
+    all.extend([
         probe_failed(ProbeType::Liveness, ""),
         probe_failed(ProbeType::Readiness, ""),
         probe_warning(ProbeType::Readiness, ""),
-    ];
-    let mut seen = std::collections::HashMap::new();
-    for e in &all {
-        if let Some(other) = seen.insert((e.type_, e.reason, e.action), &e.message) {
-            panic!(
-                "{:?} shares {:?} with {other:?}",
-                e.message,
-                (e.reason, e.action)
-            );
-        }
-    }
+    ]);
+    assert_one_series_per_template(&all);
 }
