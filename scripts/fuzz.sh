@@ -16,6 +16,9 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT/fuzz"
 need_toolchain
+# fuzz/ is a workspace of its own (nightly, sanitizers): its own directory
+# under the shared target dir, so it neither rebuilds nor locks the main one.
+export CARGO_TARGET_DIR=$CARGO_TARGET_DIR/fuzz
 
 SECS=${1:-60}
 [[ $SECS =~ ^[0-9]+$ && $SECS -gt 0 ]] || die "SECONDS must be a positive integer, not '$SECS'"
