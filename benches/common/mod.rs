@@ -149,7 +149,7 @@ pub fn endpoint_and_binary(bench: &str) -> (String, PathBuf) {
     };
     let bin = std::env::var_os("CRILET_BIN")
         .map(PathBuf::from)
-        .unwrap_or_else(|| release_binary());
+        .unwrap_or_else(release_binary);
     assert!(
         bin.exists(),
         "{} missing: build it with cargo build --release",
