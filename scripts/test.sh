@@ -164,6 +164,12 @@ done
 # The soak brings up (and purges) its own containerd 1.6, on a bridge, CIDR,
 # cgroup root and directory no other instance here uses.
 say "churn-and-kill soak, ${CRILET_SOAK_MINUTES:-2} minute(s) (scripts/soak.sh)"
-SOAK_DIR=/tmp/crilet-soak SOAK_BRIDGE=crilettest16 SOAK_POD_CIDR=10.107.0.0/16 \
+# It runs the debug crilet the integration tests ran (CARGO_BIN_EXE_crilet,
+# which cargo links to $CARGO_TARGET_DIR/debug/crilet): its own
+# `cargo build --bin crilet` would build a second debug crilet, and again 34
+# of its dependencies, whose features differ without the dev-dependencies
+# (tokio's test-util, hyper's server), about two minutes here for the same code.
+SOAK_CRILET=$CARGO_TARGET_DIR/debug/crilet \
+  SOAK_DIR=/tmp/crilet-soak SOAK_BRIDGE=crilettest16 SOAK_POD_CIDR=10.107.0.0/16 \
   SOAK_CGROUP_ROOT=crilet-soak SOAK_ARGS="--churn-seconds 20" \
   bash "$ROOT/scripts/soak.sh" "${CRILET_SOAK_MINUTES:-2}"
