@@ -48,6 +48,7 @@ need_packaging_tools() {
   fi
   if ! cargo deb --version 2>/dev/null | grep -q "$CARGO_DEB_VERSION"; then
     say "cargo install cargo-deb $CARGO_DEB_VERSION"
-    cargo install --quiet --locked cargo-deb --version "$CARGO_DEB_VERSION" >&2
+    # In cargo's own scratch directory (removed afterwards), not crilet's.
+    env -u CARGO_TARGET_DIR cargo install --quiet --locked cargo-deb --version "$CARGO_DEB_VERSION" >&2
   fi
 }
