@@ -31,7 +31,7 @@ flock -n 9 || die "another scripts/fuzz.sh is running on $SCRATCH"
 cargo +nightly --version >/dev/null 2>&1 || die "no nightly toolchain: rustup toolchain install nightly"
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
   say "installing cargo-fuzz"
-  cargo install cargo-fuzz --locked
+  env -u CARGO_TARGET_DIR cargo install cargo-fuzz --locked
 fi
 
 read -r -a TARGETS <<<"${CRILET_FUZZ_TARGETS:-$(cargo +nightly fuzz list | tr '\n' ' ')}"
