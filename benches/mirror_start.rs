@@ -27,8 +27,12 @@ async fn main() {
         eprintln!("mirror_start: CRILET_BENCH_ENDPOINT is not set; run `bash scripts/bench.sh`");
         std::process::exit(2);
     };
-    let bin = std::env::var("CRILET_BIN")
-        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/crilet").into());
+    // CRILET_BIN, else the release binary of the target directory cargo used.
+    let bin = std::env::var("CRILET_BIN").unwrap_or_else(|_| {
+        let dir = std::env::var("CARGO_TARGET_DIR")
+            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/target").into());
+        format!("{dir}/release/crilet")
+    });
     let n: usize = std::env::var("CRILET_BENCH_MIRROR_PODS")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -71,6 +71,8 @@ async fn restart_policies() {
         )
         .await;
     }
+    // Nothing must happen now: a window in which a wrong restart or a new
+    // sandbox would show (no state to wait for).
     tokio::time::sleep(Duration::from_secs(3)).await;
     for name in ["done", "never"] {
         let v = pod_view(&rt, name).await;
@@ -156,6 +158,8 @@ async fn bad_manifests_beside_good_ones() {
     assert_eq!(v.sandboxes.len(), 1);
     // good.yaml sorts first and wins; zz-dup.yaml is refused, naming both.
     assert_eq!(v.named("main").len(), 1);
+    // What must not happen (the dot-file run, a container without its
+    // image) has no state to wait for: a window in which it would show.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(
         pod_view(&rt, "hidden").await.sandboxes.is_empty(),
@@ -246,6 +250,7 @@ async fn runtime_restarted_under_a_running_agent() {
     // Stop the runtime's daemon (its pods survive) and add a pod while it is down.
     agent_runtime_ctl("stop");
     agent.write("b.yaml", &busybox_pod("b", "Always", "exec sleep 100000"));
+    // The runtime stays down a while (the point: the agent meets it down).
     tokio::time::sleep(Duration::from_secs(3)).await;
     agent_runtime_ctl("up");
 

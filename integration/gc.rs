@@ -58,6 +58,7 @@ async fn space_gc_removes_unused_images_lru_first_until_low() {
     // old is last used at the first detection, mid at the second.
     gc.detect().await.unwrap();
     rt.remove_container(&old).await.unwrap();
+    // The two detections apart in time: distinct last-used times.
     tokio::time::sleep(Duration::from_millis(20)).await;
     gc.detect().await.unwrap();
     rt.remove_container(&mid).await.unwrap();

@@ -367,6 +367,7 @@ async fn webhook_authorization_and_bearer_tokens_through_the_api_server() {
         "still the cached denial"
     );
     assert_eq!(api.access_reviews(), reviews);
+    // The denial's cache TTL (2 s) runs out: the point, so it is waited out.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_ne!(
         alice.get("/stats/summary").await.0,

@@ -6,9 +6,11 @@
 //! running them. The test command (`scripts/test.sh`) starts private
 //! containerds and the API server (`scripts/apiserver-env.sh`), exports
 //! where they are (CRILET_TEST_ENDPOINT, CRILET_KUBE_ADMIN_KUBECONFIG, ...)
-//! and runs them with `--include-ignored`; a test whose variable is missing
-//! fails, naming it. Tests without that need (bad endpoints, the API server
-//! double's own tests) always run.
+//! and runs them with `--ignored`, once per runtime; a test whose variable
+//! is missing fails, naming it. Tests without that need (bad endpoints, the
+//! API server double's own tests) always run, and `scripts/test.sh` runs
+//! them once, before the runtimes: so none of them may read a per-runtime
+//! variable (CRILET_TEST_RUNTIME, CRILET_*_ENDPOINT, ...).
 
 mod agent;
 mod agent_cases;

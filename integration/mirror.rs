@@ -194,6 +194,7 @@ async fn mirror_pod_lifecycle() {
     let before = agent.view(&rt, "web").await;
     let uid2 = uid(&m2);
     lab.label_pod("default", &full, "edited", "yes").await;
+    // Nothing must follow: a window in which a wrong reaction would show.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let after = agent.view(&rt, "web").await;
     assert_eq!(

@@ -174,6 +174,7 @@ async fn the_default_taint_is_registered_and_api_pods_are_rejected_once() {
         phase(p) == Some("Running")
     })
     .await;
+    // A window in which a rewrite, a log line or a sandbox would show.
     tokio::time::sleep(Duration::from_secs(3)).await;
     for (name, uid, version) in &rejected {
         let p = lab.pod("default", name).await.expect("still there");

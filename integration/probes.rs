@@ -155,6 +155,9 @@ async fn exec_readiness_follows_a_file_everywhere() {
         s.phase.as_deref() == Some("Running")
     })
     .await;
+    // Not Ready is also the state before any probe ran: the probe runs and
+    // fails (period 1 s, failureThreshold 2) in this window, and Ready must
+    // stay False; no state marks that it ran.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let s2 = served_status(port, "ready").unwrap();
     assert_eq!(container_ready(&s2, "main"), Some(false), "{s:#?}");
@@ -340,6 +343,8 @@ async fn startup_probe_holds_liveness_back_and_fails_past_its_threshold() {
         s.phase.as_deref() == Some("Running")
     })
     .await;
+    // Liveness would fail every second: a window in which a restart before
+    // startup succeeded would show.
     tokio::time::sleep(Duration::from_secs(4)).await;
     let s = served_status(port, "slow").unwrap();
     let c = &s.container_statuses.as_ref().unwrap()[0];
@@ -542,6 +547,7 @@ async fn bad_probes_are_refused_naming_file_and_field() {
         s.phase.as_deref() == Some("Running")
     })
     .await;
+    // noport must never go Ready: a window in which it would.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let s = served_status(port, "noport").unwrap();
     assert_eq!(container_ready(&s, "main"), Some(false));

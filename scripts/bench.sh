@@ -96,7 +96,7 @@ bench() { # BENCH -> cargo bench of it, when wanted
 }
 SOCK=$(bash "$ROOT/scripts/containerd-up.sh" "$STATE")
 cargo build --release --quiet
-export CRILET_BENCH_ENDPOINT="unix://$SOCK" CRILET_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/crilet"
+export CRILET_BENCH_ENDPOINT="unix://$SOCK" CRILET_BIN="$CARGO_TARGET_DIR/release/crilet"
 # The shipped binary (the release profile in Cargo.toml): its size against
 # the goal of issue 16 (15 MiB) and the shared libraries it needs.
 echo "== binary: $(stat -c %s "$CRILET_BIN") bytes ($(awk "BEGIN{printf \"%.1f\", $(stat -c %s "$CRILET_BIN")/1048576}") MiB; goal <= 15 MiB), needs: $(ldd "$CRILET_BIN" | awk '{print $1}' | tr '\n' ' ')"

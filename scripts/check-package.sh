@@ -14,7 +14,7 @@ source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
 DEB=$(bash "$ROOT/scripts/package.sh")
-BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/crilet
+BIN=$CARGO_TARGET_DIR/release/crilet
 fail() { die "package check: $*"; }
 
 # Shared libraries: glibc's (libc, libm, the loader), libgcc_s and the vDSO.

@@ -16,6 +16,9 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT/fuzz"
 need_toolchain
+# fuzz/ is a workspace of its own (nightly, sanitizers): its own directory
+# under the shared target dir, so it neither rebuilds nor locks the main one.
+export CARGO_TARGET_DIR=$CARGO_TARGET_DIR/fuzz
 
 SECS=${1:-60}
 [[ $SECS =~ ^[0-9]+$ && $SECS -gt 0 ]] || die "SECONDS must be a positive integer, not '$SECS'"
@@ -28,7 +31,7 @@ flock -n 9 || die "another scripts/fuzz.sh is running on $SCRATCH"
 cargo +nightly --version >/dev/null 2>&1 || die "no nightly toolchain: rustup toolchain install nightly"
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
   say "installing cargo-fuzz"
-  cargo install cargo-fuzz --locked
+  env -u CARGO_TARGET_DIR cargo install cargo-fuzz --locked
 fi
 
 read -r -a TARGETS <<<"${CRILET_FUZZ_TARGETS:-$(cargo +nightly fuzz list | tr '\n' ' ')}"

@@ -3,6 +3,11 @@
 
 export PATH="$HOME/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# One cargo target directory for every script and every clone: outside the
+# checkout, so that a fresh clone (CI's) reuses what an earlier run built
+# and only compiles what changed. Override with CARGO_TARGET_DIR; a missing
+# directory is made by cargo, so a cold machine builds from nothing.
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/tmp/crilet-target}
 
 say() { echo "[crilet $(date +%H:%M:%S)] $*" >&2; }
 die() { echo "[crilet] ERROR: $*" >&2; exit 1; }
@@ -43,6 +48,7 @@ need_packaging_tools() {
   fi
   if ! cargo deb --version 2>/dev/null | grep -q "$CARGO_DEB_VERSION"; then
     say "cargo install cargo-deb $CARGO_DEB_VERSION"
-    cargo install --quiet --locked cargo-deb --version "$CARGO_DEB_VERSION" >&2
+    # In cargo's own scratch directory (removed afterwards), not crilet's.
+    env -u CARGO_TARGET_DIR cargo install --quiet --locked cargo-deb --version "$CARGO_DEB_VERSION" >&2
   fi
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds crilet's Debian package: the release binary, its man pages
 # (`crilet man --out-dir`, gzipped) and completions (`crilet completion`) into
-# target/release/pkg, then `cargo deb --no-build` (assets and fields in
+# $CARGO_TARGET_DIR/release/pkg (scripts/lib.sh), then `cargo deb --no-build` (assets and fields in
 # Cargo.toml's [package.metadata.deb]). Prints the .deb's path (the only
 # stdout line). Installs cargo-deb and dpkg-dev when missing.
 # Usage: scripts/package.sh
@@ -11,7 +11,7 @@ cd "$ROOT"
 need_toolchain
 need_packaging_tools
 
-T=${CARGO_TARGET_DIR:-$ROOT/target}
+T=$CARGO_TARGET_DIR
 say "cargo build --release (the profile in Cargo.toml: LTO, one codegen unit, stripped)"
 cargo build --release --locked --quiet
 BIN=$T/release/crilet

@@ -14,6 +14,7 @@ STATE=${CRILET_EXAMPLE_DIR:-/tmp/crilet-example}
 export CTRLAB_BRIDGE=criletex0 CTRLAB_POD_CIDR=10.91.0.0/16 CTRLAB_CGROUP_ROOT=crilet
 say "building crilet"
 cargo build --release --quiet
+CRILET=$CARGO_TARGET_DIR/release/crilet
 SOCK=$(bash scripts/containerd-up.sh "$STATE")
 EP="unix://$SOCK"
 
@@ -22,7 +23,7 @@ if [ -f "$STATE/crilet.pid" ] && kill -0 "$(cat "$STATE/crilet.pid")" 2>/dev/nul
   kill -TERM "$(cat "$STATE/crilet.pid")"; sleep 1
 fi
 say "crilet run --pod-manifest-path examples/static-pods (log: $STATE/crilet.log)"
-setsid ./target/release/crilet run \
+setsid "$CRILET" run \
   --container-runtime-endpoint "$EP" \
   --pod-manifest-path "$ROOT/examples/static-pods" \
   --root-dir "$STATE/crilet-root" \
@@ -33,7 +34,7 @@ echo $! >"$STATE/crilet.pid"
 
 say "waiting for the example pods (their app containers httpd and main)"
 running_apps() {
-  ./target/release/crilet runtime-info --container-runtime-endpoint "$EP" -o json 2>/dev/null |
+  "$CRILET" runtime-info --container-runtime-endpoint "$EP" -o json 2>/dev/null |
     jq '[.containers[] | select(.state == "Running" and (.name == "httpd" or .name == "main"))] | length' ||
     echo 0
 }
@@ -41,7 +42,7 @@ for _ in $(seq 150); do
   [ "$(running_apps)" -ge 2 ] && break
   sleep 0.2
 done
-./target/release/crilet runtime-info --container-runtime-endpoint "$EP"
+"$CRILET" runtime-info --container-runtime-endpoint "$EP"
 echo
 say "GET http://127.0.0.1:8080/ (the web pod, on the node's network):"
 busybox wget -qO- http://127.0.0.1:8080/ || true
@@ -49,16 +50,16 @@ echo
 # Two stats samples give CPU rates; the period is 2 s here (10 s by default).
 sleep 4.5
 say "crilet pods / crilet stats (the agent's own API, on $STATE/crilet.sock):"
-./target/release/crilet pods --socket "$STATE/crilet.sock"
+"$CRILET" pods --socket "$STATE/crilet.sock"
 echo
-./target/release/crilet stats --socket "$STATE/crilet.sock"
+"$CRILET" stats --socket "$STATE/crilet.sock"
 cat >&2 <<MSG
 
 Look around:
   tail -f $STATE/crilet.log                       # one line per decision
   ls $STATE/crilet-root/logs/                     # container logs, <ns>_<name>_<uid>/<container>/<n>.log
-  target/release/crilet runtime-info --container-runtime-endpoint $EP
-  target/release/crilet pods --socket $STATE/crilet.sock          # or stats, summary; -o json|yaml
+  $CRILET runtime-info --container-runtime-endpoint $EP
+  $CRILET pods --socket $STATE/crilet.sock          # or stats, summary; -o json|yaml
   grpcurl -plaintext -unix $STATE/crilet.sock list                # if grpcurl is installed
   busybox wget -qO- http://127.0.0.1:10255/stats/summary          # the kubelet Summary API JSON
   crictl --runtime-endpoint $EP pods              # if crictl is installed

@@ -48,7 +48,7 @@ else
   need_toolchain
   say "cargo build --bin crilet (debug)"
   cargo build --quiet --bin crilet
-  CRILET=${CARGO_TARGET_DIR:-$ROOT/target}/debug/crilet
+  CRILET=$CARGO_TARGET_DIR/debug/crilet
 fi
 [ -x "$CRILET" ] || die "no crilet binary at $CRILET"
 

@@ -130,6 +130,15 @@ pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
+/// The release binary in the target directory cargo used (CARGO_TARGET_DIR,
+/// as scripts/lib.sh exports it, else the checkout's `target`).
+pub fn release_binary() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target")))
+        .join("release/crilet")
+}
+
 /// What a bench that runs the agent needs from `scripts/bench.sh`: the
 /// runtime endpoint and the release binary. Exits with a hint when run
 /// without them.
@@ -138,9 +147,9 @@ pub fn endpoint_and_binary(bench: &str) -> (String, PathBuf) {
         eprintln!("{bench}: CRILET_BENCH_ENDPOINT is not set; run `bash scripts/bench.sh`");
         std::process::exit(2);
     };
-    let bin = PathBuf::from(std::env::var("CRILET_BIN").unwrap_or_else(|_| {
-        concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/crilet").to_string()
-    }));
+    let bin = std::env::var_os("CRILET_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(release_binary);
     assert!(
         bin.exists(),
         "{} missing: build it with cargo build --release",
