@@ -18,8 +18,13 @@ use crate::support::PodFixture;
 /// Serialises the GC tests: they fill one disk and remove images.
 pub static GC_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 pub const MIB: u64 = 1 << 20;
-/// cgroupfs root of this containerd's pods (its down script cleans it).
-const GC_CGROUP_ROOT: &str = "crilet-gc-test";
+/// cgroupfs root of this containerd's pods (its down script cleans it):
+/// CRILET_GC_TEST_CGROUP_ROOT, or "crilet-gc-test", so that the runtime
+/// passes that run at once never share one (an agent sweeps the pod
+/// cgroups under its root that it does not know).
+pub fn gc_cgroup_root() -> String {
+    std::env::var("CRILET_GC_TEST_CGROUP_ROOT").unwrap_or_else(|_| "crilet-gc-test".into())
+}
 
 fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
@@ -53,9 +58,11 @@ pub fn gc_runtime() -> CriRuntime {
 }
 
 /// The reference of a test image: in the loopback registry, which every
-/// runtime of the suite pulls from.
+/// runtime of the suite pulls from; under the pass's runtime, since the
+/// passes run at once and each pushes its own random layers.
 pub fn gc_ref(name: &str) -> String {
-    format!("{REGISTRY}/crilet/gc/{name}:1")
+    let kind = std::env::var("CRILET_TEST_RUNTIME").unwrap_or_else(|_| "containerd1".into());
+    format!("{REGISTRY}/crilet/gc/{kind}/{name}:1")
 }
 
 /// The loopback registry of the CRI tests' containerd.
@@ -156,7 +163,7 @@ pub async fn clean(rt: &CriRuntime) {
 /// A host-network pod whose cgroup lives under this containerd's root.
 pub fn pod(prefix: &str) -> PodFixture {
     let mut p = PodFixture::new(prefix, true);
-    p.config.cgroup_parent = format!("/{GC_CGROUP_ROOT}/pod{}", p.labels.pod_uid);
+    p.config.cgroup_parent = format!("/{}/pod{}", gc_cgroup_root(), p.labels.pod_uid);
     p
 }
 

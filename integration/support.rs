@@ -18,6 +18,13 @@ pub const PULLTEST: &str = "127.0.0.1:5000/crilet/pulltest:1";
 /// cgroupfs root under which the tests' pods live.
 pub const CGROUP_ROOT_NAME: &str = "crilet-test";
 
+/// The CRI tests' cgroup root: CRILET_TEST_CGROUP_ROOT, or
+/// [`CGROUP_ROOT_NAME`], so that the runtime passes that run at once never
+/// share one.
+pub fn cgroup_root_name() -> String {
+    std::env::var("CRILET_TEST_CGROUP_ROOT").unwrap_or_else(|_| CGROUP_ROOT_NAME.into())
+}
+
 pub fn endpoint() -> String {
     std::env::var("CRILET_TEST_ENDPOINT").unwrap_or_else(|_| {
         panic!(
@@ -164,7 +171,7 @@ impl PodFixture {
             log_directory: log_dir.path().to_string_lossy().into_owned(),
             labels: labels.to_labels(),
             annotations: labels.to_annotations(),
-            cgroup_parent: format!("/{CGROUP_ROOT_NAME}/pod{uid}"),
+            cgroup_parent: format!("/{}/pod{uid}", cgroup_root_name()),
             security: SandboxSecurity {
                 namespace_options: NamespaceOptions::for_pod(host_network, false, false),
                 ..Default::default()

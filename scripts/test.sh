@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls this):
 #   1. cargo fmt --check, clippy with warnings denied, the layering check,
-#      cargo doc with warnings denied, unit tests (and the scripts' Python
-#      tests), the integration tests that need no runtime (once: they do not
-#      depend on it); the .deb built from this
-#      checkout and checked in a scratch root (scripts/check-package.sh);
-#   2. the integration binary's #[ignore]d tests, those that need a
-#      runtime, once per CRI runtime: containerd 1.6 (apt-get), containerd 2.1
-#      and CRI-O 1.32 (../shared/bin, started by ../shared/lab through
-#      scripts/runtime.sh), each with private instances (own root, state,
-#      socket, bridge, CIDR and cgroup root) and the loopback registry on
-#      127.0.0.1:5000;
-#   3. the tests that check what a real API server decides run against the
-#      real kube-apiserver 1.32 (scripts/apiserver-env.sh) in each pass;
-#   4. the churn-and-kill soak (scripts/soak.sh), CRILET_SOAK_MINUTES long
-#      (default 2), against a containerd 1.6 of its own;
-#   5. every instance and the API server stopped and everything they left
+#      the docs' relative links, cargo doc with warnings denied, unit tests
+#      (and the scripts' Python tests), the integration tests that need no
+#      runtime (once: they do not depend on it);
+#   2. then, side by side, each writing to a file of its own in $TIMES that
+#      is printed whole when it ends:
+#      - the .deb built from this checkout and checked in a scratch root
+#        (scripts/check-package.sh);
+#      - the integration binary's #[ignore]d tests, those that need a
+#        runtime, once per CRI runtime, the three passes at once:
+#        containerd 1.6 (apt-get), containerd 2.1 and CRI-O 1.32
+#        (../shared/bin, started by ../shared/lab through scripts/runtime.sh),
+#        each with private instances (own root, state, socket, bridge, CIDR
+#        and cgroup root), its own real kube-apiserver 1.32
+#        (scripts/apiserver-env.sh) for the tests that check what a real API
+#        server decides, and the loopback registry on 127.0.0.1:5000;
+#      - the churn-and-kill soak (scripts/soak.sh), CRILET_SOAK_MINUTES long
+#        (default 2), against a containerd 1.6 of its own;
+#   3. every instance and API server stopped and everything they left
 #      removed, pass or fail.
 # Each cargo test pass ends with its five slowest tests and their times.
 # Environment: CRILET_TEST_DIR (default /tmp/crilet-test), CRILET_TEST_RUNTIMES
@@ -72,17 +75,33 @@ python3 -B -m unittest discover -s "$ROOT/scripts" -p '*_test.py'
 # #[ignore]d ones only.
 say "integration tests that need no runtime (once)"
 timed_test integration-no-runtime --test integration --
-say "the Debian package: build, install into a scratch root, check (scripts/check-package.sh)"
-bash "$ROOT/scripts/check-package.sh"
+# Everything from here on runs side by side: the package check (a release
+# build, mostly one core for minutes), the runtime passes (mostly waiting on
+# runtimes, back-offs and outage windows) and the soak. Each writes its
+# output to a file in $TIMES, printed whole when it ends. The apt-get and
+# cargo installs they need happen first, one at a time.
+need_packaging_tools
+JOBS=() JOB_NAMES=()
+job() { # NAME COMMAND...: runs in the background, output to $TIMES/NAME.log
+  local name=$1
+  shift
+  ("$@") >"$TIMES/$name.log" 2>&1 &
+  JOBS+=($!) JOB_NAMES+=("$name")
+}
+say "the Debian package: build, install into a scratch root, check (scripts/check-package.sh; in the background, niced)"
+job package nice -n 10 bash "$ROOT/scripts/check-package.sh"
 
-# The integration suite runs once per runtime: Debian's containerd 1.6, then
-# containerd 2.1 and CRI-O 1.32 from ../shared (CRILET_TEST_RUNTIMES picks
-# some). Each run gets three private instances: one for the CRI tests, one
-# for the agent tests (an agent owns every kubelet-labelled pod on its
-# runtime) and one for image/container GC, whose image store is a small
-# loop-mounted ext4 the tests fill up. The containerd 1.6 CRI instance also
-# serves the loopback registry (127.0.0.1:5000) every runtime pulls from,
-# so it stays up for the whole run.
+# The integration binary's #[ignore]d tests run once per runtime: Debian's
+# containerd 1.6, containerd 2.1 and CRI-O 1.32 from ../shared
+# (CRILET_TEST_RUNTIMES picks some), all three at once. Each pass gets its
+# own kube-apiserver (own etcd, ports and state dir, so the passes' tests
+# can claim the same node names) and three private runtime instances: one
+# for the CRI tests, one for the agent tests (an agent owns every
+# kubelet-labelled pod on its runtime, and sweeps the pod cgroups under its
+# cgroup root it does not know, so no two instances share a root) and one
+# for image/container GC, whose image store is a small loop-mounted ext4 the
+# tests fill up. The containerd 1.6 CRI instance also serves the loopback
+# registry (127.0.0.1:5000) every runtime pulls from.
 RUNTIMES=${CRILET_TEST_RUNTIMES:-containerd1 containerd2 crio}
 RT="$ROOT/scripts/runtime.sh"
 # The operator's crictl (not packaged for Debian 12): from ../shared/bin.
@@ -91,34 +110,39 @@ export CRILET_CRICTL
 CRILET_KUBECTL=$(bash "$ROOT/../shared/lab/bin.sh" kubectl) || die "no kubectl: ../shared/lab/bin.sh kubectl failed"
 export CRILET_KUBECTL
 export CTRLAB_REGISTRY_ADDR=127.0.0.1:5000
-UP_NOW=()
+UP_NOW=() APISERVERS=()
 instances() { # KIND -> "dir bridge cidr cgroup-root" for cri, agent and gc
   case "$1" in
     containerd1) echo "$STATE crilettest0 10.89.0.0/16 crilet-test
 ${CRILET_AGENT_TEST_DIR:-/tmp/crilet-agent-test} crilettest1 10.92.0.0/16 crilet-agent-test
 ${CRILET_GC_TEST_DIR:-/tmp/crilet-gc-test} crilettest3 10.94.0.0/16 crilet-gc-test" ;;
-    containerd2) echo "/tmp/crilet-c2-test crilettest10 10.101.0.0/16 crilet-test
-/tmp/crilet-c2-agent crilettest11 10.102.0.0/16 crilet-agent-test
-/tmp/crilet-c2-gc crilettest12 10.103.0.0/16 crilet-gc-test" ;;
-    crio) echo "/tmp/crilet-crio-test crilettest13 10.104.0.0/16 crilet-test
-/tmp/crilet-crio-agent crilettest14 10.105.0.0/16 crilet-agent-test
-/tmp/crilet-crio-gc crilettest15 10.106.0.0/16 crilet-gc-test" ;;
+    containerd2) echo "/tmp/crilet-c2-test crilettest10 10.101.0.0/16 crilet-c2-test
+/tmp/crilet-c2-agent crilettest11 10.102.0.0/16 crilet-c2-agent
+/tmp/crilet-c2-gc crilettest12 10.103.0.0/16 crilet-c2-gc" ;;
+    crio) echo "/tmp/crilet-crio-test crilettest13 10.104.0.0/16 crilet-crio-test
+/tmp/crilet-crio-agent crilettest14 10.105.0.0/16 crilet-crio-agent
+/tmp/crilet-crio-gc crilettest15 10.106.0.0/16 crilet-crio-gc" ;;
     *) die "unknown runtime '$1' in CRILET_TEST_RUNTIMES" ;;
   esac
 }
-down_all() {
-  local entry kind dir
-  for entry in "${UP_NOW[@]}"; do
-    kind=${entry%% *} dir=${entry#* }
-    bash "$RT" down "$kind" "$dir" --purge >/dev/null 2>&1 || say "could not stop $kind in $dir"
-  done
-  UP_NOW=()
+apiserver_of() { # KIND -> "state-dir port etcd-port" of its pass's API server
+  case "$1" in
+    containerd1) echo "/tmp/crilet-apiserver-test 16443 12379" ;;
+    containerd2) echo "/tmp/crilet-apiserver-c2 16444 12381" ;;
+    crio) echo "/tmp/crilet-apiserver-crio 16445 12383" ;;
+  esac
 }
 cleanup() {
-  local rc=$?
-  say "stopping the private runtimes and the API server"
-  down_all
-  bash "$ROOT/scripts/apiserver-env.sh" down >/dev/null 2>&1 || say "could not stop the API server"
+  local rc=$? entry pid
+  for pid in "${JOBS[@]}"; do pkill -TERM -P "$pid" 2>/dev/null; kill -- "$pid" 2>/dev/null || true; done
+  say "stopping the private runtimes and the API servers"
+  for entry in "${UP_NOW[@]}"; do
+    bash "$RT" down "${entry%% *}" "${entry#* }" --purge >/dev/null 2>&1 || say "could not stop $entry"
+  done
+  for entry in "${APISERVERS[@]}"; do
+    CRILET_KUBE_TEST_DIR=$entry bash "$ROOT/scripts/apiserver-env.sh" down >/dev/null 2>&1 ||
+      say "could not stop the API server in $entry"
+  done
   exit $rc
 }
 trap cleanup EXIT
@@ -129,49 +153,73 @@ up() { # KIND DIR BRIDGE CIDR CGROUP_ROOT [options]: the socket goes to $SOCKET
   SOCKET=$(CTRLAB_BRIDGE=$3 CTRLAB_POD_CIDR=$4 CTRLAB_CGROUP_ROOT=$5 bash "$RT" up "$kind" "$dir" "${@:6}")
 }
 
-say "starting the real kube-apiserver (scripts/apiserver-env.sh)"
-eval "$(bash "$ROOT/scripts/apiserver-env.sh" up)"
+# The test binary, built once (the no-runtime pass above built it), run
+# directly by each pass: three `cargo test` at once would wait on one
+# another's lock of the target dir.
+INTEGRATION=$(cargo test --test integration --no-run --message-format=json 2>/dev/null |
+  python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "integration":
+        print(m["executable"])')
+[ -x "$INTEGRATION" ] || die "no integration test binary (cargo test --test integration --no-run)"
+
 say "starting containerd 1.6 with the loopback registry in $STATE"
 up containerd1 "$STATE" crilettest0 10.89.0.0/16 crilet-test --registry
 SOCK=$SOCKET
-REGISTRY_UP=("${UP_NOW[@]}")
 for kind in $RUNTIMES; do
   mapfile -t I < <(instances "$kind")
   read -r CRI_DIR CRI_BR CRI_CIDR CRI_CG <<<"${I[0]}"
   read -r AGENT_DIR AGENT_BR AGENT_CIDR AGENT_CG <<<"${I[1]}"
   read -r GC_DIR GC_BR GC_CIDR GC_CG <<<"${I[2]}"
-  say "[$kind] starting the CRI, agent and GC instances"
+  read -r API_DIR API_PORT API_ETCD <<<"$(apiserver_of "$kind")"
+  say "[$kind] starting its kube-apiserver (scripts/apiserver-env.sh, port $API_PORT) and the CRI, agent and GC instances"
+  APISERVERS+=("$API_DIR")
+  KUBE_ENV=$(CRILET_KUBE_TEST_DIR=$API_DIR CRILET_KUBE_TEST_PORT=$API_PORT \
+    CRILET_KUBE_TEST_ETCD_PORT=$API_ETCD bash "$ROOT/scripts/apiserver-env.sh" up)
   if [ "$kind" = containerd1 ]; then CRI_SOCK=$SOCK; else
     up "$kind" "$CRI_DIR" "$CRI_BR" "$CRI_CIDR" "$CRI_CG"; CRI_SOCK=$SOCKET; fi
   up "$kind" "$AGENT_DIR" "$AGENT_BR" "$AGENT_CIDR" "$AGENT_CG"; AGENT_SOCK=$SOCKET
   up "$kind" "$GC_DIR" "$GC_BR" "$GC_CIDR" "$GC_CG" --root-fs loop:512M; GC_SOCK=$SOCKET
-  say "[$kind] integration tests that need a runtime (#[ignore]d) against unix://$CRI_SOCK, unix://$AGENT_SOCK and unix://$GC_SOCK"
-  t0=$(date +%s)
-  CRILET_TEST_RUNTIME=$kind \
+  say "[$kind] integration tests that need a runtime (#[ignore]d) against unix://$CRI_SOCK, unix://$AGENT_SOCK and unix://$GC_SOCK (in the background)"
+  job "integration-$kind" env $(sed -n 's/^export //p' <<<"$KUBE_ENV") \
+    CRILET_TEST_RUNTIME="$kind" \
     CRILET_TEST_ENDPOINT="unix://$CRI_SOCK" CRILET_TEST_POD_CIDR="$CRI_CIDR" \
+    CRILET_TEST_CGROUP_ROOT="$CRI_CG" \
     CRILET_AGENT_TEST_ENDPOINT="unix://$AGENT_SOCK" CRILET_AGENT_TEST_DIR="$AGENT_DIR" \
     CRILET_AGENT_TEST_BRIDGE="$AGENT_BR" CRILET_AGENT_TEST_POD_CIDR="$AGENT_CIDR" \
+    CRILET_AGENT_TEST_CGROUP_ROOT="$AGENT_CG" \
     CRILET_GC_TEST_ENDPOINT="unix://$GC_SOCK" CRILET_GC_TEST_DIR="$GC_DIR" \
-    timed_test "integration-$kind" --test integration -- --ignored
-  say "[$kind] integration tests passed in $(( $(date +%s) - t0 )) s"
-  # Keep only the registry's containerd between runtimes.
-  keep=()
-  for entry in "${UP_NOW[@]}"; do
-    if [ "$entry" = "${REGISTRY_UP[0]}" ]; then keep+=("$entry"); continue; fi
-    bash "$RT" down "${entry%% *}" "${entry#* }" --purge >/dev/null 2>&1 || say "could not stop $entry"
-  done
-  UP_NOW=("${keep[@]}")
+    CRILET_GC_TEST_CGROUP_ROOT="$GC_CG" \
+    RUSTC_BOOTSTRAP=1 "$INTEGRATION" --ignored -Z unstable-options --report-time
 done
 
 # The soak brings up (and purges) its own containerd 1.6, on a bridge, CIDR,
 # cgroup root and directory no other instance here uses.
-say "churn-and-kill soak, ${CRILET_SOAK_MINUTES:-2} minute(s) (scripts/soak.sh)"
 # It runs the debug crilet the integration tests ran (CARGO_BIN_EXE_crilet,
 # which cargo links to $CARGO_TARGET_DIR/debug/crilet): its own
 # `cargo build --bin crilet` would build a second debug crilet, and again 34
 # of its dependencies, whose features differ without the dev-dependencies
 # (tokio's test-util, hyper's server), about two minutes here for the same code.
-SOAK_CRILET=$CARGO_TARGET_DIR/debug/crilet \
+say "churn-and-kill soak, ${CRILET_SOAK_MINUTES:-2} minute(s) (scripts/soak.sh; in the background)"
+job soak env SOAK_CRILET="$CARGO_TARGET_DIR/debug/crilet" \
   SOAK_DIR=/tmp/crilet-soak SOAK_BRIDGE=crilettest16 SOAK_POD_CIDR=10.107.0.0/16 \
   SOAK_CGROUP_ROOT=crilet-soak SOAK_ARGS="--churn-seconds 20" \
   bash "$ROOT/scripts/soak.sh" "${CRILET_SOAK_MINUTES:-2}"
+
+# Wait for each, in the order started, and print what it wrote.
+failed=()
+t0=$(date +%s)
+for i in "${!JOBS[@]}"; do
+  name=${JOB_NAMES[$i]} rc=0
+  wait "${JOBS[$i]}" || rc=$?
+  say "[$name] ended with status $rc after $(( $(date +%s) - t0 )) s of waiting; its output ($TIMES/$name.log):"
+  cat "$TIMES/$name.log" >&2
+  case $name in integration-*)
+    python3 -B "$ROOT/scripts/slowest_tests.py" --title "[$name]" "$TIMES/$name.log" >&2 || true ;;
+  esac
+  [ "$rc" = 0 ] || failed+=("$name")
+done
+JOBS=()
+[ ${#failed[@]} = 0 ] || die "failed: ${failed[*]} (their output is above and in $TIMES)"
+say "all passed"
