@@ -134,7 +134,7 @@ apiserver_of() { # KIND -> "state-dir port etcd-port" of its pass's API server
 }
 cleanup() {
   local rc=$? entry pid
-  for pid in "${JOBS[@]}"; do pkill -TERM -P "$pid" 2>/dev/null; kill -- "$pid" 2>/dev/null || true; done
+  for pid in "${JOBS[@]}"; do pkill -TERM -P "$pid" 2>/dev/null || true; kill -- "$pid" 2>/dev/null || true; done
   say "stopping the private runtimes and the API servers"
   for entry in "${UP_NOW[@]}"; do
     bash "$RT" down "${entry%% *}" "${entry#* }" --purge >/dev/null 2>&1 || say "could not stop $entry"
