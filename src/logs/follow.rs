@@ -61,8 +61,9 @@ pub async fn stream(
     };
     let mut file = open(&path).await?;
     let len = file.metadata().await.map_err(read_err)?.len();
+    let mut start = 0;
     if let Some(lines) = opts.tail_lines {
-        let start = tail_start(&mut file, len, lines.max(0) as u64)
+        start = tail_start(&mut file, len, lines.max(0) as u64)
             .await
             .map_err(read_err)?;
         file.seek(SeekFrom::Start(start)).await.map_err(read_err)?;
@@ -71,8 +72,20 @@ pub async fn stream(
     let mut decoder = LogDecoder::new(&opts, opts.since(jiff::Timestamp::now()));
     let mut buf = vec![0u8; READ_CHUNK];
     let mut last_check = Instant::now();
+    // Without `follow`, the file as it was when the request came: what the
+    // runtime appends meanwhile is not sent, so `tailLines=N` sends N lines
+    // however fast the container writes (the kubelet's limited mode).
+    let mut unread = (!opts.follow).then(|| len.saturating_sub(start));
     loop {
-        let n = file.read(&mut buf).await.map_err(read_err)?;
+        let want = match unread {
+            Some(0) => break,
+            Some(left) => buf.len().min(usize::try_from(left).unwrap_or(usize::MAX)),
+            None => buf.len(),
+        };
+        let n = file.read(&mut buf[..want]).await.map_err(read_err)?;
+        if let Some(left) = unread.as_mut() {
+            *left -= n as u64;
+        }
         if n > 0 {
             let mut chunk = Vec::with_capacity(n);
             decoder.feed(&buf[..n], &mut chunk);
