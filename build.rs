@@ -17,13 +17,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Path::new("proto").join(p).display()
         );
     }
+    let out = PathBuf::from(std::env::var("OUT_DIR")?);
     let fds = protox::compile([cri], ["proto"])?;
+    // The parity harness (parity/) decodes the CRI requests it records
+    // with these descriptors.
+    std::fs::write(
+        out.join("cri_descriptor.bin"),
+        prost::Message::encode_to_vec(&fds),
+    )?;
     tonic_prost_build::configure()
         .build_server(false)
         .build_client(true)
         .compile_fds(fds)?;
 
-    let out = PathBuf::from(std::env::var("OUT_DIR")?);
     let fds = protox::compile([stats, debug], ["proto"])?;
     std::fs::write(
         out.join("crilet_stats_descriptor.bin"),

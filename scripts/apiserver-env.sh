@@ -25,11 +25,13 @@ STATE=${CRILET_KUBE_TEST_DIR:-/tmp/crilet-apiserver-test}
 PORT=${CRILET_KUBE_TEST_PORT:-16443}
 ETCD_PORT=${CRILET_KUBE_TEST_ETCD_PORT:-12379}
 LAB=${CRILET_LAB_DIR:-$ROOT/../shared/lab}
-# Keep in step with integration/kube.rs (NODES).
+# Keep in step with integration/kube.rs (NODES). crilet-parity is the
+# parity harness's node (parity/lab.rs), which the kubelet and crilet take
+# in turn; no integration test claims it.
 NODES=(crilet-node-1 crilet-node-2 crilet-node-3 crilet-node-4 crilet-node-5
        crilet-node-6 crilet-node-7 crilet-node-8 crilet-node-9 crilet-node-10
        crilet-node-11 crilet-node-12 crilet-node-13 crilet-node-14 crilet-node-15
-       crilet-node-16 crilet-node-17 crilet-node-18)
+       crilet-node-16 crilet-node-17 crilet-node-18 crilet-parity)
 
 [ -x "$LAB/apiserver-up.sh" ] || die "no $LAB/apiserver-up.sh: set CRILET_LAB_DIR to the lab's directory"
 

@@ -1,0 +1,237 @@
+//! The two agents under comparison, started the same way on the same
+//! runtime (through the recording proxy), node name, node IP, ports,
+//! cgroup root and manifest directory: the real kubelet v1.32.13 through
+//! the lab's `kubelet-up.sh`, and crilet, the binary under test.
+//!
+//! Invariant: one agent at a time. Each start first stops what the last
+//! run left (the kubelet's state is purged, crilet's root removed), and a
+//! stop leaves the runtime's pods in place for the caller to remove, as
+//! both agents leave them when they stop.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::lab::{Lab, run, wait_for};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agent {
+    Kubelet,
+    Crilet,
+}
+
+impl Agent {
+    pub fn name(self) -> &'static str {
+        match self {
+            Agent::Kubelet => "kubelet",
+            Agent::Crilet => "crilet",
+        }
+    }
+}
+
+/// The kernel settings the kubelet changes at start
+/// (container_manager_linux.go's setupKernelTunables): restored after its
+/// run, so the machine is left as it was found.
+const KUBELET_SYSCTLS: [&str; 3] = [
+    "/proc/sys/vm/overcommit_memory",
+    "/proc/sys/kernel/panic",
+    "/proc/sys/kernel/panic_on_oops",
+];
+
+/// The same hard eviction thresholds for both agents, low enough that a
+/// nearly full shared disk is no pressure: the comparison is of how they
+/// run pods, not of a machine's disk.
+const EVICTION_HARD: [(&str, &str); 5] = [
+    ("memory.available", "100Mi"),
+    ("nodefs.available", "1%"),
+    ("nodefs.inodesFree", "1%"),
+    ("imagefs.available", "1%"),
+    ("imagefs.inodesFree", "1%"),
+];
+
+pub struct Running {
+    pub agent: Agent,
+    /// The agent's root directory (`--root-dir`).
+    pub root_dir: PathBuf,
+    /// Where it writes container logs (`podLogsDir`).
+    pub pod_logs_dir: PathBuf,
+    /// Its own log.
+    pub log: PathBuf,
+    crilet: Option<Child>,
+    sysctls: Vec<(&'static str, String)>,
+    stopped: bool,
+    lab: Lab,
+}
+
+pub fn start(lab: &Lab, agent: Agent) -> Running {
+    let root_dir = lab.dir.join(agent.name());
+    let pod_logs_dir = lab.dir.join(format!("{}-pod-logs", agent.name()));
+    let mut running = Running {
+        agent,
+        log: match agent {
+            Agent::Kubelet => root_dir.join("kubelet.log"),
+            Agent::Crilet => lab.dir.join("crilet.log"),
+        },
+        root_dir,
+        pod_logs_dir,
+        crilet: None,
+        sysctls: Vec::new(),
+        stopped: false,
+        lab: lab.clone(),
+    };
+    match agent {
+        Agent::Kubelet => running.start_kubelet(),
+        Agent::Crilet => running.start_crilet(),
+    }
+    let healthy = wait_for(Duration::from_secs(60), Duration::from_millis(200), || {
+        lab.get("/pods").map(|_| ())
+    });
+    assert!(
+        healthy.is_some(),
+        "{} did not serve /pods on 127.0.0.1:{} within 60 s (log {})",
+        agent.name(),
+        lab.read_only_port(),
+        running.log.display()
+    );
+    running
+}
+
+impl Running {
+    fn start_kubelet(&mut self) {
+        let lab = &self.lab;
+        let down = lab.lab_scripts.join("kubelet-down.sh");
+        let _ = run(Command::new("bash")
+            .arg(&down)
+            .arg(&self.root_dir)
+            .arg("--purge"));
+        self.sysctls = KUBELET_SYSCTLS
+            .iter()
+            .filter_map(|p| Some((*p, std::fs::read_to_string(p).ok()?.trim().to_string())))
+            .collect();
+        std::fs::create_dir_all(&self.root_dir).unwrap();
+        let _ = std::fs::remove_dir_all(&self.pod_logs_dir);
+        // podLogsDir is a config-file field only (no flag in v1.32). The
+        // eviction thresholds and image GC are set as crilet's below: the
+        // machine's shared disk may be nearly full, and under DiskPressure
+        // the kubelet removes every unused image (the lab's own among them).
+        let config = lab.dir.join("kubelet-config.yaml");
+        let eviction: String = EVICTION_HARD
+            .iter()
+            .map(|(signal, v)| format!("  {signal}: \"{v}\"\n"))
+            .collect();
+        std::fs::write(
+            &config,
+            format!(
+                "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+                 podLogsDir: {}\nimageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 99\n\
+                 evictionHard:\n{eviction}",
+                self.pod_logs_dir.display()
+            ),
+        )
+        .unwrap();
+        let port = lab.port;
+        let up = run(Command::new("bash")
+            .arg(lab.lab_scripts.join("kubelet-up.sh"))
+            .arg(&self.root_dir)
+            .arg("--endpoint")
+            .arg(format!("unix://{}", lab.proxy_socket().display()))
+            .arg("--manifests")
+            .arg(lab.manifests())
+            .args(["--node", &lab.node, "--node-ip", &lab.node_ip])
+            .arg("--kubeconfig")
+            .arg(&lab.node_kubeconfig)
+            .args(["--port", &port.to_string()])
+            .args(["--healthz-port", &(port + 8).to_string()])
+            .args(["--read-only-port", &lab.read_only_port().to_string()])
+            .arg("--")
+            .arg(format!("--cgroup-root=/{}", lab.cgroup_root))
+            .arg(format!("--config={}", config.display())));
+        if let Err(e) = up {
+            panic!("kubelet-up.sh failed: {e} (log {})", self.log.display());
+        }
+    }
+
+    fn start_crilet(&mut self) {
+        let lab = &self.lab;
+        let _ = std::fs::remove_dir_all(&self.root_dir);
+        let _ = std::fs::remove_dir_all(&self.pod_logs_dir);
+        std::fs::create_dir_all(&self.root_dir).unwrap();
+        let log = std::fs::File::create(&self.log).unwrap();
+        let port = lab.port;
+        let child = Command::new(env!("CARGO_BIN_EXE_crilet"))
+            .arg("run")
+            .arg("--container-runtime-endpoint")
+            .arg(format!("unix://{}", lab.proxy_socket().display()))
+            .arg("--pod-manifest-path")
+            .arg(lab.manifests())
+            .args(["--hostname-override", &lab.node, "--node-ip", &lab.node_ip])
+            .arg("--kubeconfig")
+            .arg(&lab.node_kubeconfig)
+            .arg("--root-dir")
+            .arg(&self.root_dir)
+            .args(["--cgroup-root", &format!("/{}", lab.cgroup_root)])
+            .args(["--address", "127.0.0.1", "--port", &port.to_string()])
+            .args([
+                "--http-address",
+                &format!("127.0.0.1:{}", lab.read_only_port()),
+            ])
+            .args([
+                "--image-gc-high-threshold",
+                "100",
+                "--image-gc-low-threshold",
+                "99",
+            ])
+            .arg("--eviction-hard")
+            .arg(
+                EVICTION_HARD
+                    .map(|(signal, v)| format!("{signal}<{v}"))
+                    .join(","),
+            )
+            .env("CRILET_LOG", "info")
+            .env_remove("NOTIFY_SOCKET")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start crilet run");
+        self.crilet = Some(child);
+    }
+
+    /// Stops the agent (its pods keep running), and puts back what it
+    /// changed on the machine. Dropping a running agent stops it too.
+    pub fn stop(&mut self) {
+        if std::mem::replace(&mut self.stopped, true) {
+            return;
+        }
+        match self.agent {
+            Agent::Kubelet => {
+                let down = self.lab.lab_scripts.join("kubelet-down.sh");
+                // Without --purge: its root dir stays for the snapshot's
+                // paths and its log; the next start purges it.
+                let _ = run(Command::new("bash").arg(&down).arg(&self.root_dir));
+                for (path, value) in &self.sysctls {
+                    let _ = std::fs::write(path, value);
+                }
+            }
+            Agent::Crilet => {
+                if let Some(mut child) = self.crilet.take() {
+                    let _ = Command::new("kill").arg(child.id().to_string()).status();
+                    let stopped =
+                        wait_for(Duration::from_secs(30), Duration::from_millis(100), || {
+                            child.try_wait().ok().flatten()
+                        });
+                    if stopped.is_none() {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
