@@ -173,6 +173,35 @@ fn default_http_get(http: &mut HTTPGetAction) {
     }
 }
 
+/// The API defaults that change nothing a pod does, filled in only where
+/// the pod is shown as the kubelet shows it (`/pods`): a downward-API
+/// field's `apiVersion` "v1" and a hostPath's empty `type`. They are kept
+/// out of [`apply_api_defaults`] because the UID and the container hash are
+/// taken over the defaulted pod: adding them there would give every
+/// existing static pod a new UID, and restart it, when crilet is upgraded.
+/// (The API server fills both in on a mirror pod itself.)
+pub fn apply_display_defaults(pod: &mut Pod) {
+    let Some(spec) = pod.spec.as_mut() else {
+        return;
+    };
+    for volume in spec.volumes.iter_mut().flatten() {
+        if let Some(host_path) = volume.host_path.as_mut() {
+            host_path.type_.get_or_insert_with(String::new);
+        }
+    }
+    let init = spec.init_containers.iter_mut().flatten();
+    for container in init.chain(spec.containers.iter_mut()) {
+        let sources = container
+            .env
+            .iter_mut()
+            .flatten()
+            .filter_map(|e| e.value_from.as_mut());
+        for field in sources.filter_map(|s| s.field_ref.as_mut()) {
+            field.api_version.get_or_insert_with(|| "v1".into());
+        }
+    }
+}
+
 /// A volume that names no source at all: the API server makes it an emptyDir.
 fn has_no_source(volume: &Volume) -> bool {
     let bare = Volume {

@@ -710,3 +710,58 @@ proptest! {
         prop_assert_ne!(&static_pod_uid(&pod, &node, &PodSource::Url(&path)), &uid);
     }
 }
+
+#[test]
+fn display_defaults_fill_field_ref_versions_and_host_path_types_only() {
+    let mut pod = parse_pod(
+        "display.json",
+        br#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"}, "spec": {
+            "containers": [{"name": "app", "image": "nginx", "env": [
+                {"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                {"name": "B", "valueFrom": {"fieldRef": {"apiVersion": "v2", "fieldPath": "metadata.uid"}}},
+                {"name": "C", "value": "c"}]}],
+            "initContainers": [{"name": "init", "image": "nginx", "env": [
+                {"name": "D", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]}],
+            "volumes": [{"name": "h", "hostPath": {"path": "/x"}},
+                        {"name": "t", "hostPath": {"path": "/y", "type": "Directory"}},
+                        {"name": "e", "emptyDir": {}}]}}"#,
+    )
+    .unwrap();
+    let before = pod.clone();
+    apply_display_defaults(&mut pod);
+    let spec = pod.spec.as_ref().unwrap();
+    let version = |c: &Container, i: usize| {
+        let env = &c.env.as_ref().unwrap()[i];
+        env.value_from
+            .as_ref()
+            .unwrap()
+            .field_ref
+            .as_ref()
+            .unwrap()
+            .api_version
+            .clone()
+    };
+    assert_eq!(version(&spec.containers[0], 0).as_deref(), Some("v1"));
+    assert_eq!(version(&spec.containers[0], 1).as_deref(), Some("v2"));
+    assert_eq!(
+        version(&spec.init_containers.as_ref().unwrap()[0], 0).as_deref(),
+        Some("v1")
+    );
+    let volumes = spec.volumes.as_ref().unwrap();
+    assert_eq!(
+        volumes[0].host_path.as_ref().unwrap().type_.as_deref(),
+        Some("")
+    );
+    assert_eq!(
+        volumes[1].host_path.as_ref().unwrap().type_.as_deref(),
+        Some("Directory")
+    );
+    assert_eq!(
+        volumes[2],
+        before.spec.as_ref().unwrap().volumes.as_ref().unwrap()[2]
+    );
+    // Applying them again changes nothing.
+    let once = pod.clone();
+    apply_display_defaults(&mut pod);
+    assert_eq!(pod, once);
+}

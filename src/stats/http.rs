@@ -113,7 +113,15 @@ impl HttpApi {
             .map(|p| {
                 let mut pod = (**p).clone();
                 pod.status = statuses.get(crate::pod::uid(p)).cloned();
-                serde_json::to_value(&pod).unwrap_or_default()
+                crate::pod::defaults::apply_display_defaults(&mut pod);
+                let mut item = serde_json::to_value(&pod).unwrap_or_default();
+                // A list's items carry no kind or apiVersion of their own,
+                // as the kubelet's /pods writes them.
+                if let Some(item) = item.as_object_mut() {
+                    item.remove("kind");
+                    item.remove("apiVersion");
+                }
+                item
             })
             .collect();
         serde_json::json!({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
