@@ -180,19 +180,27 @@ async fn capacity_allocatable_conditions_and_node_info_are_the_machines() {
         "{runtime}"
     );
 
-    // The kubelet's node events, on the Node (its name as its uid).
+    // The kubelet's node events, on the Node (its name as its uid). No
+    // NodeReady: like the kubelet's, a new Node's first Ready condition is
+    // appended without an event; only a later change of it has one.
     let reasons = eventually(LIMIT, || async {
         let events = lab.events_of("default", &node.name).await;
         let reasons: Vec<String> = events.into_iter().filter_map(|e| e.reason).collect();
-        (reasons.iter().any(|r| r == "Starting") && reasons.iter().any(|r| r == "NodeReady"))
-            .then_some(reasons)
+        (reasons.iter().any(|r| r == "Starting")
+            && reasons.iter().any(|r| r == "NodeHasSufficientPID"))
+        .then_some(reasons)
     })
     .await;
-    let reasons =
-        reasons.unwrap_or_else(|| panic!("no Starting and NodeReady events:\n{}", agent.logs()));
-    for want in ["NodeHasSufficientMemory", "NodeHasSufficientPID"] {
+    let reasons = reasons.unwrap_or_else(|| {
+        panic!(
+            "no Starting and NodeHasSufficientPID events:\n{}",
+            agent.logs()
+        )
+    });
+    for want in ["NodeHasSufficientMemory", "NodeHasNoDiskPressure"] {
         assert!(reasons.iter().any(|r| r == want), "{want}: {reasons:?}");
     }
+    assert!(!reasons.iter().any(|r| r == "NodeReady"), "{reasons:?}");
 
     // Images: the pod's busybox among them, largest first.
     let n = node_where(&lab, &node.name, "busybox in status.images", |n| {

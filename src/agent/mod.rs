@@ -85,6 +85,10 @@ pub struct Agent {
 impl Agent {
     /// Runs until `cancel`; returns the handles as soon as it has started.
     pub fn start(self, cancel: CancellationToken) -> (AgentHandles, tokio::task::JoinHandle<()>) {
+        if !crate::cm::cgroup::is_unified(&self.cgroup_fs) {
+            let node = crate::events::recorder::EventObject::node(&self.node.node_name);
+            (self.events).event(&node, crate::events::kubelet_events::cgroup_v1());
+        }
         let (sets_tx, sets_rx) = mpsc::channel(16);
         let mut sources = Vec::new();
         if let Some(path) = self.pod_manifest_path.clone() {

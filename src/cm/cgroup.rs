@@ -8,6 +8,13 @@ use std::path::{Path, PathBuf};
 /// Where cgroupfs is mounted.
 pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 
+/// Whether cgroupfs at `root` is cgroup v2 (the unified hierarchy, whose
+/// root lists its controllers); otherwise it is v1's one hierarchy per
+/// controller.
+pub fn is_unified(root: &Path) -> bool {
+    root.join("cgroup.controllers").exists()
+}
+
 /// Every directory that `cgroup_parent` occupies under `root`: one per v1
 /// hierarchy, or the single v2 directory. Only existing directories count.
 pub fn pod_cgroup_dirs(root: &Path, cgroup_parent: &str) -> Vec<PathBuf> {
@@ -17,7 +24,7 @@ pub fn pod_cgroup_dirs(root: &Path, cgroup_parent: &str) -> Vec<PathBuf> {
     }
     let mut dirs = Vec::new();
     let unified = root.join(rel);
-    if root.join("cgroup.controllers").exists() {
+    if is_unified(root) {
         if unified.is_dir() {
             dirs.push(unified);
         }

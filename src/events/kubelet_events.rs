@@ -12,6 +12,8 @@
 //! the hook), and where one step's outcome has several messages under one
 //! reason (a `Failed` start), the outcome itself (ErrImagePull,
 //! ImagePullBackOff, ...), so that distinct messages never share a series.
+//! The action stays in crilet: the Events written to the API server carry
+//! none, as the kubelet's (`kube_events_core`).
 //!
 //! Invariant: pure; every message is built here and nowhere else, but the
 //! probes' (`prober::probe_events`).
@@ -93,6 +95,25 @@ pub fn failed_to_inspect(image: &str, error: &str) -> Event {
 /// kubelet's `MountVolume.SetUp failed for volume ...`), on the pod.
 pub fn failed_mount(message: &str) -> Event {
     event(Warning, "FailedMount", "MountVolume", message.to_string())
+}
+
+/// The kubelet's words when a pod's dnsPolicy wants the cluster's DNS and
+/// none is configured (crilet has no `--cluster-dns`): it falls back to
+/// the node's resolver (pkg/kubelet/network/dns, GetPodDNS).
+const MISSING_CLUSTER_DNS: &str = "kubelet does not have ClusterDNS IP configured and cannot create \
+     Pod using \"ClusterFirst\" policy. Falling back to \"Default\" policy.";
+
+/// On the Node, each time a pod's DNS falls back from the cluster's.
+pub fn missing_cluster_dns_node() -> Event {
+    let message = MISSING_CLUSTER_DNS.to_string();
+    event(Warning, "MissingClusterDNS", "ConfigureDNS", message)
+}
+
+/// On the pod, beside [`missing_cluster_dns_node`]; `pod` is the kubelet's
+/// `format.Pod` ([`pod_desc`]).
+pub fn missing_cluster_dns_pod(pod: &str) -> Event {
+    let message = format!("pod: {pod:?}. {MISSING_CLUSTER_DNS}");
+    event(Warning, "MissingClusterDNS", "ConfigureDNS", message)
 }
 
 /// RunPodSandbox failed, on the pod.
@@ -180,6 +201,14 @@ pub fn without_id(message: &str, id: &str, container: &str) -> String {
 /// When the agent starts (on the Node).
 pub fn starting() -> Event {
     event(Normal, "Starting", "Starting", "Starting kubelet.".into())
+}
+
+/// On the Node at start, when the host runs cgroup v1 (kubelet.go, the
+/// CgroupV1 reason of pkg/kubelet/events).
+pub fn cgroup_v1() -> Event {
+    let message =
+        "cgroup v1 support is in maintenance mode, please migrate to cgroup v2".to_string();
+    event(Warning, "CgroupV1", "Starting", message)
 }
 
 /// A node condition that changed (NodeReady, NodeNotReady,

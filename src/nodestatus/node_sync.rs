@@ -210,15 +210,22 @@ fn written_conditions(state: &State) -> Vec<NodeCondition> {
     }
 }
 
-/// The kubelet's node events for a status write: one per condition that is
-/// new or changed status, `NodeReady` / `NodeHasDiskPressure` /
-/// `NodeHasSufficientMemory` and so on, in the conditions' order.
+/// The kubelet's node events for a status write, in the conditions' order:
+/// `NodeHasDiskPressure` / `NodeHasSufficientMemory` and so on for a
+/// pressure condition that is new or changed status (its setters start a
+/// missing one from Unknown), but `NodeReady` / `NodeNotReady` only when a
+/// Ready condition the Node already had changes status: a new Node's first
+/// Ready condition is appended without an event (nodestatus/setters.go,
+/// ReadyCondition).
 pub fn condition_events(before: &[NodeCondition], after: &[NodeCondition]) -> Vec<&'static str> {
     after
         .iter()
         .filter(|c| {
             let old = before.iter().find(|b| b.type_ == c.type_);
-            old.is_none_or(|b| b.status != c.status)
+            match old {
+                Some(b) => b.status != c.status,
+                None => c.type_ != "Ready",
+            }
         })
         .filter_map(|c| {
             let on = c.status == "True";

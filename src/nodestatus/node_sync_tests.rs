@@ -158,9 +158,9 @@ async fn registers_with_its_status_then_renews_the_lease_and_writes_only_when_du
             "NodeHasSufficientMemory",
             "NodeHasNoDiskPressure",
             "NodeHasSufficientPID",
-            "NodeReady"
         ],
-        "the kubelet's node events at registration"
+        "the kubelet's node events at registration (no NodeReady: the first Ready condition \
+         is appended without one)"
     );
     // Idle: one cached Lease PUT per pass, nothing else, until the report
     // period (5 m) is due.
@@ -346,7 +346,6 @@ fn node_events_name_each_new_or_changed_condition() {
             "NodeHasSufficientMemory",
             "NodeHasNoDiskPressure",
             "NodeHasSufficientPID",
-            "NodeReady"
         ]
     );
     assert!(condition_events(&fresh, &fresh).is_empty());
@@ -366,4 +365,6 @@ fn node_events_name_each_new_or_changed_condition() {
         ]
     );
     assert!(condition_events(&fresh, &[c("Other", "True")]).is_empty());
+    // Ready back to True after NotReady is an event again.
+    assert_eq!(condition_events(&pressed, &fresh)[3], "NodeReady");
 }

@@ -41,9 +41,12 @@ fn crash_looping() -> Pod {
 }
 
 /// (type, reason, message) of everything recorded, and every object must
-/// be container `app` of pod web/u1.
+/// be container `app` of pod web/u1; the MissingClusterDNS pair each new
+/// sandbox of this ClusterFirst pod records is left out (its own test is
+/// below).
 fn recorded(events: &FakeRecorder) -> Vec<(EventType, &'static str, String)> {
-    let all = events.events();
+    let mut all = events.events();
+    all.retain(|(_, e)| e.reason != "MissingClusterDNS");
     for (object, _) in &all {
         let at = (
             object.kind.as_str(),
@@ -225,7 +228,8 @@ async fn a_failed_mount_and_a_failed_sandbox_are_recorded_on_the_pod() {
         tonic::Status::unknown("cni plugin not initialized"),
     );
     assert!(w.sync(&plain).await.is_err());
-    let got = events.events();
+    let mut got = events.events();
+    got.retain(|(_, e)| e.reason != "MissingClusterDNS");
     assert_eq!(got.len(), 2, "{got:#?}");
     for (object, _) in &got {
         assert_eq!((object.name.as_str(), object.uid.as_str()), ("web", "u1"));
@@ -252,4 +256,54 @@ async fn a_failed_mount_and_a_failed_sandbox_are_recorded_on_the_pod() {
         "{}",
         sandbox.message
     );
+}
+
+#[tokio::test]
+async fn a_cluster_first_pod_records_missing_cluster_dns_on_the_node_and_the_pod() {
+    let root = tempfile::tempdir().unwrap();
+    let rt = fake();
+    let (mut w, events) = worker(rt.clone(), root.path());
+    w.sync(&crash_looping()).await.unwrap();
+    let dns: Vec<_> = (events.events().into_iter())
+        .filter(|(_, e)| e.reason == "MissingClusterDNS")
+        .map(|(o, e)| (o.kind, o.name, o.field_path, e.type_, e.message))
+        .collect();
+    let node_message = "kubelet does not have ClusterDNS IP configured and cannot create Pod \
+                        using \"ClusterFirst\" policy. Falling back to \"Default\" policy.";
+    assert_eq!(
+        dns,
+        [
+            (
+                "Node".into(),
+                w.ctx.node.node_name.clone(),
+                String::new(),
+                EventType::Warning,
+                node_message.to_string()
+            ),
+            (
+                "Pod".into(),
+                "web".into(),
+                String::new(),
+                EventType::Warning,
+                format!("pod: \"web_default(u1)\". {node_message}")
+            ),
+        ]
+    );
+
+    // A host-network ClusterFirst pod, or dnsPolicy Default, records none.
+    for (host_network, policy) in [(true, "ClusterFirst"), (false, "Default")] {
+        let rt = fake();
+        let (mut w, events) = worker(rt.clone(), root.path());
+        let mut pod = crash_looping();
+        let spec = pod.spec.as_mut().unwrap();
+        spec.host_network = Some(host_network);
+        spec.dns_policy = Some(policy.into());
+        w.sync(&pod).await.unwrap();
+        assert!(
+            !events
+                .events()
+                .iter()
+                .any(|(_, e)| e.reason == "MissingClusterDNS")
+        );
+    }
 }

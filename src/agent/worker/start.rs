@@ -30,6 +30,15 @@ impl Worker {
         }
         self.volume_error = None;
         let config = mapping::sandbox_config(&self.ctx.node, pod, attempt).map_err(refused)?;
+        if mapping::wants_cluster_dns(pod) {
+            let node = EventObject::node(&self.ctx.node.node_name);
+            self.ctx
+                .events
+                .event(&node, kubelet_events::missing_cluster_dns_node());
+            let desc = kubelet_events::pod_desc(pod::name(pod), pod::namespace(pod), pod::uid(pod));
+            let event = kubelet_events::missing_cluster_dns_pod(&desc);
+            self.ctx.events.event(&EventObject::pod(pod), event);
+        }
         prepare_dirs(&self.ctx.node, pod).map_err(|e| RuntimeError::Refused {
             op: "RunPodSandbox",
             message: e.to_string(),

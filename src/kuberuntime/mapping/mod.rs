@@ -46,7 +46,7 @@ use security::{
 };
 
 pub use container::container_config;
-pub use sandbox::sandbox_config;
+pub use sandbox::{sandbox_config, wants_cluster_dns};
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};

@@ -178,3 +178,17 @@ pub(super) fn supplemental_groups(spec: &PodSpec) -> Vec<i64> {
     let groups = psc.supplemental_groups.iter().flatten().copied();
     psc.fs_group.into_iter().chain(groups).collect()
 }
+
+/// Whether the pod's dnsPolicy asks for the cluster's DNS: ClusterFirst
+/// (the default) off the host network, or ClusterFirstWithHostNet. crilet
+/// has none to give, so such a pod gets the node's resolver, as the
+/// kubelet without `--cluster-dns` gives it, with its MissingClusterDNS
+/// events.
+pub fn wants_cluster_dns(pod: &Pod) -> bool {
+    let spec = spec(pod);
+    match spec.dns_policy.as_deref().unwrap_or("ClusterFirst") {
+        "ClusterFirstWithHostNet" => true,
+        "ClusterFirst" => spec.host_network != Some(true),
+        _ => false,
+    }
+}
