@@ -1,6 +1,6 @@
 //! The two agents under comparison, started the same way on the same
-//! runtime (through the recording proxy), node name, node IP, ports,
-//! cgroup root and manifest directory: the real kubelet v1.32.13 through
+//! runtime socket, node name, node IP, ports, cgroup root and manifest
+//! directory: the real kubelet v1.32.13 through
 //! the lab's `kubelet-up.sh`, and crilet, the binary under test.
 //!
 //! Invariant: one agent at a time. Each start first stops what the last
@@ -8,7 +8,7 @@
 //! stop leaves the runtime's pods in place for the caller to remove, as
 //! both agents leave them when they stop.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -63,7 +63,9 @@ pub struct Running {
     lab: Lab,
 }
 
-pub fn start(lab: &Lab, agent: Agent) -> Running {
+/// Starts `agent` on the runtime socket `cri` (the harness's recording
+/// proxy, or the runtime itself), and waits until it serves `/pods`.
+pub fn start(lab: &Lab, agent: Agent, cri: &Path) -> Running {
     let root_dir = lab.dir.join(agent.name());
     let pod_logs_dir = lab.dir.join(format!("{}-pod-logs", agent.name()));
     let mut running = Running {
@@ -80,8 +82,8 @@ pub fn start(lab: &Lab, agent: Agent) -> Running {
         lab: lab.clone(),
     };
     match agent {
-        Agent::Kubelet => running.start_kubelet(),
-        Agent::Crilet => running.start_crilet(),
+        Agent::Kubelet => running.start_kubelet(cri),
+        Agent::Crilet => running.start_crilet(cri),
     }
     let healthy = wait_for(Duration::from_secs(60), Duration::from_millis(200), || {
         lab.get("/pods").map(|_| ())
@@ -97,7 +99,7 @@ pub fn start(lab: &Lab, agent: Agent) -> Running {
 }
 
 impl Running {
-    fn start_kubelet(&mut self) {
+    fn start_kubelet(&mut self, cri: &Path) {
         let lab = &self.lab;
         let down = lab.lab_scripts.join("kubelet-down.sh");
         let _ = run(Command::new("bash")
@@ -134,7 +136,7 @@ impl Running {
             .arg(lab.lab_scripts.join("kubelet-up.sh"))
             .arg(&self.root_dir)
             .arg("--endpoint")
-            .arg(format!("unix://{}", lab.proxy_socket().display()))
+            .arg(format!("unix://{}", cri.display()))
             .arg("--manifests")
             .arg(lab.manifests())
             .args(["--node", &lab.node, "--node-ip", &lab.node_ip])
@@ -151,7 +153,7 @@ impl Running {
         }
     }
 
-    fn start_crilet(&mut self) {
+    fn start_crilet(&mut self, cri: &Path) {
         let lab = &self.lab;
         let _ = std::fs::remove_dir_all(&self.root_dir);
         let _ = std::fs::remove_dir_all(&self.pod_logs_dir);
@@ -161,7 +163,7 @@ impl Running {
         let child = Command::new(env!("CARGO_BIN_EXE_crilet"))
             .arg("run")
             .arg("--container-runtime-endpoint")
-            .arg(format!("unix://{}", lab.proxy_socket().display()))
+            .arg(format!("unix://{}", cri.display()))
             .arg("--pod-manifest-path")
             .arg(lab.manifests())
             .args(["--hostname-override", &lab.node, "--node-ip", &lab.node_ip])
@@ -195,6 +197,18 @@ impl Running {
             .spawn()
             .expect("start crilet run");
         self.crilet = Some(child);
+    }
+
+    /// The agent's process (the kubelet's from kubelet-up.sh's pid file).
+    pub fn pid(&self) -> Option<u32> {
+        match (&self.crilet, self.agent) {
+            (Some(child), _) => Some(child.id()),
+            (None, Agent::Kubelet) => {
+                let pid = std::fs::read_to_string(self.root_dir.join("kubelet.pid")).ok()?;
+                pid.trim().parse().ok()
+            }
+            (None, Agent::Crilet) => None,
+        }
     }
 
     /// Stops the agent (its pods keep running), and puts back what it

@@ -15,7 +15,7 @@ use serde_json::{Value as Json, json};
 use crate::compare::Snapshot;
 use crate::cri_decode::request_json;
 use crate::cri_proxy::CriCall;
-use crate::lab::Lab;
+use crate::lab::{Lab, event_of_node};
 
 /// `<namespace>/<pod>` and `<namespace>/<pod>/<container>` for the IDs
 /// the runtime holds.
@@ -221,13 +221,6 @@ pub fn pod_objects(pods: &Json, out: &mut Snapshot) {
     for p in pods["items"].as_array().into_iter().flatten() {
         out.insert(format!("pods {}", pod_key(&p["metadata"])), p.clone());
     }
-}
-
-/// Whether an Event was reported by this node or about it.
-pub fn event_of_node(e: &Json, node: &str) -> bool {
-    e["source"]["host"].as_str() == Some(node)
-        || e["reportingInstance"].as_str() == Some(node)
-        || (e["involvedObject"]["kind"] == "Node" && e["involvedObject"]["name"] == node)
 }
 
 /// What the agent left on the API server: its mirror pods, the Node, its

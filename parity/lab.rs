@@ -1,6 +1,8 @@
 //! The harness's surroundings, read from the environment the test command
 //! sets, and the tools it drives there: crictl on the runtime, kubectl (as
-//! the admin) on the API server, curl on an agent's plain-HTTP port.
+//! the admin) on the API server, curl on an agent's plain-HTTP port. The
+//! side-by-side bench (benches/kubelet_vs_crilet.rs) uses it too, with
+//! [`crate::agents`].
 //!
 //! Invariant: the harness only ever touches its own instance: the runtime
 //! socket, cgroup root, node name and directory named here, and nothing
@@ -61,7 +63,7 @@ impl Lab {
         let node_dir = PathBuf::from(var("CRILET_KUBE_NODE_KUBECONFIG_DIR"));
         let runtime = var("CRILET_PARITY_RUNTIME");
         assert!(
-            crate::accepted::RUNTIMES.contains(&runtime.as_str()),
+            ["containerd1", "containerd2", "crio"].contains(&runtime.as_str()),
             "CRILET_PARITY_RUNTIME is {runtime:?}: containerd1, containerd2 or crio"
         );
         Lab {
@@ -210,7 +212,7 @@ impl Lab {
         ]);
         let events = self.kubectl_json(&["get", "events", "-A", "-o", "json"]);
         for e in events["items"].as_array().into_iter().flatten() {
-            if crate::capture::event_of_node(e, node) {
+            if event_of_node(e, node) {
                 let (ns, name) = (
                     e["metadata"]["namespace"].as_str().unwrap_or_default(),
                     e["metadata"]["name"].as_str().unwrap_or_default(),
@@ -262,6 +264,13 @@ impl Lab {
             let _ = std::fs::write(cpuset.join(&self.cgroup_root).join(file), value.trim());
         }
     }
+}
+
+/// Whether an Event was reported by this node or about it.
+pub fn event_of_node(e: &Json, node: &str) -> bool {
+    e["source"]["host"].as_str() == Some(node)
+        || e["reportingInstance"].as_str() == Some(node)
+        || (e["involvedObject"]["kind"] == "Node" && e["involvedObject"]["name"] == node)
 }
 
 /// Runs a command: stdout on success, stderr (or the spawn error) on failure.

@@ -56,7 +56,7 @@ fn run_agent(lab: &Lab, rt: &tokio::runtime::Runtime, agent: Agent) -> (Snapshot
         cri_proxy::CriProxy::start(&lab.proxy_socket(), &lab.runtime_socket)
             .expect("start the recording CRI proxy")
     };
-    let mut running = agents::start(lab, agent);
+    let mut running = agents::start(lab, agent, &lab.proxy_socket());
     let pods = settle::until_settled(lab, agent);
     settle::until_mirrors_agree(lab, &pods);
     let mut snapshot = Snapshot::new();

@@ -18,7 +18,10 @@
 #        server decides, and the loopback registry on 127.0.0.1:5000;
 #      - the churn-and-kill soak (scripts/soak.sh), CRILET_SOAK_MINUTES long
 #        (default 2), against a containerd 1.6 of its own;
-#   3. every instance and API server stopped and everything they left
+#   3. then the differential harness (parity/, scripts/parity-env.sh): the
+#      corpus under the real kubelet v1.32.13 and under crilet, compared,
+#      on containerd 1.6 and CRI-O 1.32 side by side (CRILET_PARITY_RUNTIMES);
+#   4. every instance and API server stopped and everything they left
 #      removed, pass or fail.
 # Each cargo test pass ends with its five slowest tests and their times.
 # Environment: CRILET_TEST_DIR (default /tmp/crilet-test), CRILET_TEST_RUNTIMES
@@ -75,6 +78,8 @@ python3 -B -m unittest discover -s "$ROOT/scripts" -p '*_test.py'
 # #[ignore]d ones only.
 say "integration tests that need no runtime (once)"
 timed_test integration-no-runtime --test integration --
+say "the parity harness's own tests (normalizing, comparing, the accepted list; no runtime)"
+timed_test parity-no-runtime --test parity --
 # Everything from here on runs side by side: the package check (a release
 # build, mostly one core for minutes), the runtime passes (mostly waiting on
 # runtimes, back-offs and outage windows) and the soak. Each writes its
@@ -110,7 +115,7 @@ export CRILET_CRICTL
 CRILET_KUBECTL=$(bash "$ROOT/../shared/lab/bin.sh" kubectl) || die "no kubectl: ../shared/lab/bin.sh kubectl failed"
 export CRILET_KUBECTL
 export CTRLAB_REGISTRY_ADDR=127.0.0.1:5000
-UP_NOW=() APISERVERS=()
+UP_NOW=() APISERVERS=() PARITY_UP=()
 instances() { # KIND -> "dir bridge cidr cgroup-root" for cri, agent and gc
   case "$1" in
     containerd1) echo "$STATE crilettest0 10.89.0.0/16 crilet-test
@@ -138,6 +143,9 @@ cleanup() {
   say "stopping the private runtimes and the API servers"
   for entry in "${UP_NOW[@]}"; do
     bash "$RT" down "${entry%% *}" "${entry#* }" --purge >/dev/null 2>&1 || say "could not stop $entry"
+  done
+  for entry in "${PARITY_UP[@]}"; do
+    bash "$ROOT/scripts/parity-env.sh" down "$entry" >/dev/null 2>&1 || say "could not stop the parity instance of $entry"
   done
   for entry in "${APISERVERS[@]}"; do
     CRILET_KUBE_TEST_DIR=$entry bash "$ROOT/scripts/apiserver-env.sh" down >/dev/null 2>&1 ||
@@ -218,6 +226,43 @@ for i in "${!JOBS[@]}"; do
   case $name in integration-*)
     python3 -B "$ROOT/scripts/slowest_tests.py" --title "[$name]" "$TIMES/$name.log" >&2 || true ;;
   esac
+  [ "$rc" = 0 ] || failed+=("$name")
+done
+JOBS=()
+[ ${#failed[@]} = 0 ] || die "failed: ${failed[*]} (their output is above and in $TIMES)"
+
+# The differential harness (parity/): the corpus under the real kubelet
+# v1.32.13 and under crilet, one agent at a time, on a runtime instance of
+# its own (scripts/parity-env.sh), with the pass's API server; once the
+# passes above are done, so the two agents' runs share the machine with
+# nothing else but each other. containerd 1.6 and CRI-O 1.32 by default
+# (CRILET_PARITY_RUNTIMES; `scripts/bench.sh parity` adds containerd 2.1).
+# Each run's captures, report and both agents' logs stay in
+# /tmp/crilet-parity-run-<runtime> (parity-env.sh down removes them at the
+# end: a failed run's report is printed whole first).
+PARITY=$(cargo test --test parity --no-run --message-format=json 2>/dev/null |
+  python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "parity":
+        print(m["executable"])')
+[ -x "$PARITY" ] || die "no parity test binary (cargo test --test parity --no-run)"
+for kind in ${CRILET_PARITY_RUNTIMES:-containerd1 crio}; do
+  [[ " $RUNTIMES " == *" $kind "* ]] || { say "[parity-$kind] skipped: no $kind pass ran (CRILET_TEST_RUNTIMES)"; continue; }
+  read -r API_DIR API_PORT API_ETCD <<<"$(apiserver_of "$kind")"
+  KUBE_ENV=$(CRILET_KUBE_TEST_DIR=$API_DIR CRILET_KUBE_TEST_PORT=$API_PORT \
+    CRILET_KUBE_TEST_ETCD_PORT=$API_ETCD bash "$ROOT/scripts/apiserver-env.sh" up)
+  PARITY_UP+=("$kind")
+  PARITY_ENV=$(bash "$ROOT/scripts/parity-env.sh" up "$kind")
+  say "[parity-$kind] the kubelet and crilet over parity/corpus on $kind (in the background)"
+  job "parity-$kind" env $(sed -n 's/^export //p' <<<"$KUBE_ENV") $(sed -n 's/^export //p' <<<"$PARITY_ENV") \
+    "$PARITY" --ignored --exact kubelet_and_crilet_agree_over_the_corpus --nocapture
+done
+for i in "${!JOBS[@]}"; do
+  name=${JOB_NAMES[$i]} rc=0
+  wait "${JOBS[$i]}" || rc=$?
+  say "[$name] ended with status $rc; its output ($TIMES/$name.log):"
+  cat "$TIMES/$name.log" >&2
   [ "$rc" = 0 ] || failed+=("$name")
 done
 JOBS=()

@@ -1,0 +1,256 @@
+//! The real kubelet v1.32.13 and crilet side by side: one agent at a time
+//! on the same runtime instance, node name, node IP, API server and flags
+//! as the parity harness starts them (parity/agents.rs), alternating, and
+//! each figure printed for both with its ratio (crilet / kubelet):
+//!   1. one manifest written → its container running, and the manifest
+//!      removed → its sandbox no longer ready (CRILET_BENCH_ITERATIONS per
+//!      round, default 5);
+//!   2. 50 manifests written at once → all running, and all removed → no
+//!      sandbox ready (CRILET_BENCH_PODS);
+//!   3. the agent's RSS (largest sample) and CPU while it holds those pods
+//!      idle (CRILET_BENCH_IDLE_SECS, default 30);
+//!   4. an idle node's API requests per second, with 5 static pods, over
+//!      CRILET_BENCH_API_WINDOW seconds (default 120) after a warm-up of
+//!      CRILET_BENCH_API_WARMUP (default 60), counted from the API server's
+//!      own metrics by scripts/api_requests.py.
+//! Parts 1-3 run CRILET_BENCH_RUNS rounds (default 3), the agents' order
+//! alternating from round to round; the medians are printed.
+//!
+//! "Removed" is "no sandbox ready": the kubelet stops a removed pod's
+//! sandbox at once but deletes it only at its next garbage collection,
+//! crilet deletes it at once; both have stopped every container then.
+//!
+//! Run by `bash scripts/bench.sh` (part `kubelet_vs_crilet`), which starts
+//! the runtime instance (scripts/parity-env.sh) and an API server of its
+//! own, and exports their variables. Prints; asserts nothing.
+
+#[path = "../parity/agents.rs"]
+mod agents;
+mod common;
+#[path = "../parity/lab.rs"]
+mod lab;
+#[path = "common/procfs.rs"]
+mod procfs;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agents::Agent;
+use procfs::{HZ, cpu_ticks, rss_kib};
+use common::{env_or, summary};
+use crilet::cri::*;
+use crilet::kuberuntime::labels;
+use lab::Lab;
+
+fn manifest(name: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  hostNetwork: true\n  \
+         terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    \
+         image: docker.io/library/busybox:latest\n    imagePullPolicy: IfNotPresent\n    \
+         command: [sleep, \"3600\"]\n"
+    )
+}
+
+fn write(lab: &Lab, name: &str) {
+    let dir = lab.manifests();
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, manifest(name)).unwrap();
+    std::fs::rename(&tmp, dir.join(format!("{name}.yaml"))).unwrap();
+}
+
+fn remove(lab: &Lab, name: &str) {
+    std::fs::remove_file(lab.manifests().join(format!("{name}.yaml"))).unwrap();
+}
+
+/// How many of `names` have what `count` looks for, by their pod name label.
+fn of(names: &[String], node: &str, labels: impl Iterator<Item = String>) -> usize {
+    let seen: Vec<String> = labels.collect();
+    names
+        .iter()
+        .filter(|n| seen.contains(&format!("{n}-{node}")))
+        .count()
+}
+
+async fn running(rt: &dyn Runtime, names: &[String], node: &str) -> usize {
+    let filter = ContainerFilter {
+        state: Some(ContainerState::Running),
+        ..Default::default()
+    };
+    let list = rt.list_containers(&filter).await.unwrap_or_default();
+    let pods = list.into_iter().filter_map(|c| c.labels.get(labels::POD_NAME_LABEL).cloned());
+    of(names, node, pods)
+}
+
+async fn ready(rt: &dyn Runtime, names: &[String], node: &str) -> usize {
+    let filter = PodSandboxFilter {
+        state: Some(PodSandboxState::Ready),
+        ..Default::default()
+    };
+    let list = rt.list_pod_sandbox(&filter).await.unwrap_or_default();
+    of(names, node, list.into_iter().map(|s| s.metadata.name))
+}
+
+/// Polls every `every` until `count` gives `want`; the time it took.
+async fn until<F, Fut>(want: usize, every: Duration, mut count: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = usize>,
+{
+    let start = Instant::now();
+    while count().await != want {
+        assert!(start.elapsed() < Duration::from_secs(300), "never reached {want}");
+        tokio::time::sleep(every).await;
+    }
+    start.elapsed()
+}
+
+#[derive(Default)]
+struct Figures {
+    one_start: Vec<Duration>,
+    one_stop: Vec<Duration>,
+    many_start: Vec<Duration>,
+    many_stop: Vec<Duration>,
+    rss_kib: Vec<u64>,
+    cpu_pct: Vec<f64>,
+}
+
+/// One agent's round: parts 1-3.
+async fn round(lab: &Lab, rt: &dyn Runtime, agent: Agent, ones: usize, pods: usize, idle: u64, f: &mut Figures) {
+    lab.remove_all_pods();
+    lab.forget_node();
+    let _ = std::fs::remove_dir_all(lab.manifests());
+    std::fs::create_dir_all(lab.manifests()).unwrap();
+    let mut running_agent = agents::start(lab, agent, &lab.runtime_socket);
+    tokio::time::sleep(Duration::from_secs(3)).await; // its first sync is done
+    let node = lab.node.clone();
+    for i in 0..ones {
+        let name = vec![format!("one-{i}")];
+        write(lab, &name[0]);
+        f.one_start.push(until(1, Duration::from_millis(5), || running(rt, &name, &node)).await);
+        remove(lab, &name[0]);
+        f.one_stop.push(until(0, Duration::from_millis(5), || ready(rt, &name, &node)).await);
+    }
+    let names: Vec<String> = (0..pods).map(|i| format!("many-{i}")).collect();
+    for n in &names {
+        write(lab, n);
+    }
+    let t = Instant::now();
+    until(pods, Duration::from_millis(25), || running(rt, &names, &node)).await;
+    f.many_start.push(t.elapsed());
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let pid = running_agent.pid().expect("the agent's pid");
+    let (ticks0, _) = cpu_ticks(pid).unwrap_or_default();
+    let t0 = Instant::now();
+    let mut rss = 0;
+    while t0.elapsed() < Duration::from_secs(idle) {
+        rss = rss.max(rss_kib(pid).unwrap_or(0));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let (ticks, _) = cpu_ticks(pid).unwrap_or_default();
+    f.rss_kib.push(rss);
+    f.cpu_pct.push(ticks.saturating_sub(ticks0) as f64 / HZ / t0.elapsed().as_secs_f64() * 100.0);
+    let t = Instant::now();
+    for n in &names {
+        remove(lab, n);
+    }
+    until(0, Duration::from_millis(25), || ready(rt, &names, &node)).await;
+    f.many_stop.push(t.elapsed());
+    running_agent.stop();
+}
+
+/// Part 4: the requests/s of `agent` idle with 5 pods, as api_requests.py
+/// counts them.
+async fn api_requests(lab: &Lab, agent: Agent, warmup: u64, window: u64) -> String {
+    lab.remove_all_pods();
+    lab.forget_node();
+    let _ = std::fs::remove_dir_all(lab.manifests());
+    std::fs::create_dir_all(lab.manifests()).unwrap();
+    let mut running_agent = agents::start(lab, agent, &lab.runtime_socket);
+    for i in 0..5 {
+        write(lab, &format!("idle-{i}"));
+    }
+    tokio::time::sleep(Duration::from_secs(warmup)).await;
+    let scrape = |file: &std::path::Path| {
+        let t = Instant::now();
+        let text = lab.kubectl(&["get", "--raw", "/metrics"]).expect("/metrics");
+        std::fs::write(file, text).unwrap();
+        t
+    };
+    let (before, after) = (lab.dir.join("metrics.before"), lab.dir.join("metrics.after"));
+    let t0 = scrape(&before);
+    tokio::time::sleep(Duration::from_secs(window)).await;
+    let t1 = scrape(&after);
+    running_agent.stop();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/api_requests.py");
+    let out = lab::run(
+        std::process::Command::new("python3")
+            .arg("-B")
+            .arg(script)
+            .arg(&before)
+            .arg(&after)
+            .arg(format!("{}", (t1 - t0).as_secs_f64())),
+    )
+    .expect("api_requests.py");
+    let total = out.lines().find(|l| l.trim_start().starts_with("total")).unwrap_or_default();
+    total.split_whitespace().last().unwrap_or("?").to_string()
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[tokio::main]
+async fn main() {
+    if std::env::var("CRILET_PARITY_ENDPOINT").is_err() {
+        eprintln!("kubelet_vs_crilet: run `bash scripts/bench.sh` (part kubelet_vs_crilet)");
+        std::process::exit(2);
+    }
+    let lab = Lab::from_env();
+    let ones: usize = env_or("CRILET_BENCH_ITERATIONS", 5);
+    let pods: usize = env_or("CRILET_BENCH_PODS", 50);
+    let idle: u64 = env_or("CRILET_BENCH_IDLE_SECS", 30);
+    let rounds: usize = env_or("CRILET_BENCH_RUNS", 3).max(1);
+    let warmup: u64 = env_or("CRILET_BENCH_API_WARMUP", 60);
+    let window: u64 = env_or("CRILET_BENCH_API_WINDOW", 120);
+    std::fs::create_dir_all(&lab.dir).unwrap();
+    lab.make_cgroup_root();
+    let endpoint = format!("unix://{}", lab.runtime_socket.display());
+    let rt: Arc<dyn Runtime> =
+        Arc::new(CriRuntime::connect_lazy(&endpoint, RuntimeOptions::default()).unwrap());
+    rt.version().await.unwrap();
+
+    let (mut kubelet, mut crilet) = (Figures::default(), Figures::default());
+    for r in 0..rounds {
+        let order = if r % 2 == 0 { [Agent::Kubelet, Agent::Crilet] } else { [Agent::Crilet, Agent::Kubelet] };
+        for agent in order {
+            let f = if agent == Agent::Kubelet { &mut kubelet } else { &mut crilet };
+            round(&lab, rt.as_ref(), agent, ones, pods, idle, f).await;
+            eprintln!("kubelet_vs_crilet: round {} of {rounds}: {} done", r + 1, agent.name());
+        }
+    }
+    let api_kubelet = api_requests(&lab, Agent::Kubelet, warmup, window).await;
+    let api_crilet = api_requests(&lab, Agent::Crilet, warmup, window).await;
+    lab.remove_all_pods();
+    lab.forget_node();
+
+    println!(
+        "kubelet_vs_crilet on {} ({}), {rounds} alternating rounds, medians",
+        lab.runtime, endpoint
+    );
+    println!("   {:<44} {:>11} {:>11} {:>7}", "figure", "kubelet", "crilet", "ratio");
+    let row = |what: &str, k: f64, c: f64, unit: &str, goal: &str| {
+        println!("   {what:<44} {k:>8.1} {unit:<2} {c:>8.1} {unit:<2} {:>7.2}  {goal}", c / k);
+    };
+    let med = |v: &[Duration]| summary(v).1;
+    row("1 pod: manifest -> running", med(&kubelet.one_start), med(&crilet.one_start), "ms", "");
+    row("1 pod: removed -> sandbox not ready", med(&kubelet.one_stop), med(&crilet.one_stop), "ms", "");
+    row(&format!("{pods} pods: manifests -> all running"), med(&kubelet.many_start), med(&crilet.many_start), "ms", "(goal <= 0.50)");
+    row(&format!("{pods} pods: removed -> no sandbox ready"), med(&kubelet.many_stop), med(&crilet.many_stop), "ms", "(goal <= 0.50)");
+    let mib = |v: &[u64]| median(&v.iter().map(|k| *k as f64 / 1024.0).collect::<Vec<_>>());
+    row(&format!("RSS holding {pods} pods"), mib(&kubelet.rss_kib), mib(&crilet.rss_kib), "MiB", "(goal <= 0.25)");
+    row(&format!("idle CPU holding {pods} pods, % of a core"), median(&kubelet.cpu_pct), median(&crilet.cpu_pct), "%", "(goal <= 0.25)");
+    let rate = |s: &str| s.trim_end_matches("/s").parse::<f64>().unwrap_or(f64::NAN);
+    row("idle node, 5 pods: API requests per second", rate(&api_kubelet), rate(&api_crilet), "/s", "");
+}
