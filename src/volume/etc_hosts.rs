@@ -105,7 +105,8 @@ mod tests {
     fn pod_network_files() {
         let head = format!("# Kubernetes-managed hosts file.\n{LOCALHOST}");
         // (pod IPs, hostname, host domain, aliases, the lines after the localhost ones)
-        let table: Vec<(Vec<String>, &str, &str, Vec<HostAlias>, &str)> = vec![
+        type Row<'a> = (Vec<String>, &'a str, &'a str, Vec<HostAlias>, &'a str);
+        let table: Vec<Row> = vec![
             (
                 ips(&["10.88.0.4"]),
                 "web-node-1",

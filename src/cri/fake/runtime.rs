@@ -118,9 +118,11 @@ impl Runtime for FakeRuntime {
             .get(id)
             .ok_or_else(|| not_found("PodSandboxStatus", id))?;
         let node_network = config.security.namespace_options.network == NamespaceMode::Node;
-        let mut ips = (!node_network)
-            .then(|| s.pod_ips.clone())
-            .unwrap_or_default();
+        let mut ips = if node_network {
+            vec![]
+        } else {
+            s.pod_ips.clone()
+        };
         let ip = if ips.is_empty() {
             String::new()
         } else {
