@@ -13,6 +13,7 @@
 //!      CRILET_BENCH_API_WINDOW seconds (default 120) after a warm-up of
 //!      CRILET_BENCH_API_WARMUP (default 60), counted from the API server's
 //!      own metrics by scripts/api_requests.py.
+//!
 //! Parts 1-3 run CRILET_BENCH_RUNS rounds (default 3), the agents' order
 //! alternating from round to round; the medians are printed.
 //!
@@ -36,11 +37,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agents::Agent;
-use procfs::{HZ, cpu_ticks, rss_kib};
 use common::{env_or, summary};
 use crilet::cri::*;
 use crilet::kuberuntime::labels;
 use lab::Lab;
+use procfs::{HZ, cpu_ticks, rss_kib};
 
 fn manifest(name: &str) -> String {
     format!(
@@ -77,7 +78,9 @@ async fn running(rt: &dyn Runtime, names: &[String], node: &str) -> usize {
         ..Default::default()
     };
     let list = rt.list_containers(&filter).await.unwrap_or_default();
-    let pods = list.into_iter().filter_map(|c| c.labels.get(labels::POD_NAME_LABEL).cloned());
+    let pods = list
+        .into_iter()
+        .filter_map(|c| c.labels.get(labels::POD_NAME_LABEL).cloned());
     of(names, node, pods)
 }
 
@@ -98,7 +101,10 @@ where
 {
     let start = Instant::now();
     while count().await != want {
-        assert!(start.elapsed() < Duration::from_secs(300), "never reached {want}");
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "never reached {want}"
+        );
         tokio::time::sleep(every).await;
     }
     start.elapsed()
@@ -115,7 +121,15 @@ struct Figures {
 }
 
 /// One agent's round: parts 1-3.
-async fn round(lab: &Lab, rt: &dyn Runtime, agent: Agent, ones: usize, pods: usize, idle: u64, f: &mut Figures) {
+async fn round(
+    lab: &Lab,
+    rt: &dyn Runtime,
+    agent: Agent,
+    ones: usize,
+    pods: usize,
+    idle: u64,
+    f: &mut Figures,
+) {
     lab.remove_all_pods();
     lab.forget_node();
     let _ = std::fs::remove_dir_all(lab.manifests());
@@ -126,16 +140,21 @@ async fn round(lab: &Lab, rt: &dyn Runtime, agent: Agent, ones: usize, pods: usi
     for i in 0..ones {
         let name = vec![format!("one-{i}")];
         write(lab, &name[0]);
-        f.one_start.push(until(1, Duration::from_millis(5), || running(rt, &name, &node)).await);
+        f.one_start
+            .push(until(1, Duration::from_millis(5), || running(rt, &name, &node)).await);
         remove(lab, &name[0]);
-        f.one_stop.push(until(0, Duration::from_millis(5), || ready(rt, &name, &node)).await);
+        f.one_stop
+            .push(until(0, Duration::from_millis(5), || ready(rt, &name, &node)).await);
     }
     let names: Vec<String> = (0..pods).map(|i| format!("many-{i}")).collect();
     for n in &names {
         write(lab, n);
     }
     let t = Instant::now();
-    until(pods, Duration::from_millis(25), || running(rt, &names, &node)).await;
+    until(pods, Duration::from_millis(25), || {
+        running(rt, &names, &node)
+    })
+    .await;
     f.many_start.push(t.elapsed());
     tokio::time::sleep(Duration::from_secs(5)).await;
     let pid = running_agent.pid().expect("the agent's pid");
@@ -148,7 +167,8 @@ async fn round(lab: &Lab, rt: &dyn Runtime, agent: Agent, ones: usize, pods: usi
     }
     let (ticks, _) = cpu_ticks(pid).unwrap_or_default();
     f.rss_kib.push(rss);
-    f.cpu_pct.push(ticks.saturating_sub(ticks0) as f64 / HZ / t0.elapsed().as_secs_f64() * 100.0);
+    f.cpu_pct
+        .push(ticks.saturating_sub(ticks0) as f64 / HZ / t0.elapsed().as_secs_f64() * 100.0);
     let t = Instant::now();
     for n in &names {
         remove(lab, n);
@@ -172,11 +192,16 @@ async fn api_requests(lab: &Lab, agent: Agent, warmup: u64, window: u64) -> Stri
     tokio::time::sleep(Duration::from_secs(warmup)).await;
     let scrape = |file: &std::path::Path| {
         let t = Instant::now();
-        let text = lab.kubectl(&["get", "--raw", "/metrics"]).expect("/metrics");
+        let text = lab
+            .kubectl(&["get", "--raw", "/metrics"])
+            .expect("/metrics");
         std::fs::write(file, text).unwrap();
         t
     };
-    let (before, after) = (lab.dir.join("metrics.before"), lab.dir.join("metrics.after"));
+    let (before, after) = (
+        lab.dir.join("metrics.before"),
+        lab.dir.join("metrics.after"),
+    );
     let t0 = scrape(&before);
     tokio::time::sleep(Duration::from_secs(window)).await;
     let t1 = scrape(&after);
@@ -191,7 +216,10 @@ async fn api_requests(lab: &Lab, agent: Agent, warmup: u64, window: u64) -> Stri
             .arg(format!("{}", (t1 - t0).as_secs_f64())),
     )
     .expect("api_requests.py");
-    let total = out.lines().find(|l| l.trim_start().starts_with("total")).unwrap_or_default();
+    let total = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("total"))
+        .unwrap_or_default();
     total.split_whitespace().last().unwrap_or("?").to_string()
 }
 
@@ -223,11 +251,23 @@ async fn main() {
 
     let (mut kubelet, mut crilet) = (Figures::default(), Figures::default());
     for r in 0..rounds {
-        let order = if r % 2 == 0 { [Agent::Kubelet, Agent::Crilet] } else { [Agent::Crilet, Agent::Kubelet] };
+        let order = if r % 2 == 0 {
+            [Agent::Kubelet, Agent::Crilet]
+        } else {
+            [Agent::Crilet, Agent::Kubelet]
+        };
         for agent in order {
-            let f = if agent == Agent::Kubelet { &mut kubelet } else { &mut crilet };
+            let f = if agent == Agent::Kubelet {
+                &mut kubelet
+            } else {
+                &mut crilet
+            };
             round(&lab, rt.as_ref(), agent, ones, pods, idle, f).await;
-            eprintln!("kubelet_vs_crilet: round {} of {rounds}: {} done", r + 1, agent.name());
+            eprintln!(
+                "kubelet_vs_crilet: round {} of {rounds}: {} done",
+                r + 1,
+                agent.name()
+            );
         }
     }
     let api_kubelet = api_requests(&lab, Agent::Kubelet, warmup, window).await;
@@ -239,18 +279,66 @@ async fn main() {
         "kubelet_vs_crilet on {} ({}), {rounds} alternating rounds, medians",
         lab.runtime, endpoint
     );
-    println!("   {:<44} {:>11} {:>11} {:>7}", "figure", "kubelet", "crilet", "ratio");
+    println!(
+        "   {:<44} {:>11} {:>11} {:>7}",
+        "figure", "kubelet", "crilet", "ratio"
+    );
     let row = |what: &str, k: f64, c: f64, unit: &str, goal: &str| {
-        println!("   {what:<44} {k:>8.1} {unit:<2} {c:>8.1} {unit:<2} {:>7.2}  {goal}", c / k);
+        println!(
+            "   {what:<44} {k:>8.1} {unit:<2} {c:>8.1} {unit:<2} {:>7.2}  {goal}",
+            c / k
+        );
     };
     let med = |v: &[Duration]| summary(v).1;
-    row("1 pod: manifest -> running", med(&kubelet.one_start), med(&crilet.one_start), "ms", "");
-    row("1 pod: removed -> sandbox not ready", med(&kubelet.one_stop), med(&crilet.one_stop), "ms", "");
-    row(&format!("{pods} pods: manifests -> all running"), med(&kubelet.many_start), med(&crilet.many_start), "ms", "(goal <= 0.50)");
-    row(&format!("{pods} pods: removed -> no sandbox ready"), med(&kubelet.many_stop), med(&crilet.many_stop), "ms", "(goal <= 0.50)");
+    row(
+        "1 pod: manifest -> running",
+        med(&kubelet.one_start),
+        med(&crilet.one_start),
+        "ms",
+        "",
+    );
+    row(
+        "1 pod: removed -> sandbox not ready",
+        med(&kubelet.one_stop),
+        med(&crilet.one_stop),
+        "ms",
+        "",
+    );
+    row(
+        &format!("{pods} pods: manifests -> all running"),
+        med(&kubelet.many_start),
+        med(&crilet.many_start),
+        "ms",
+        "(goal <= 0.50)",
+    );
+    row(
+        &format!("{pods} pods: removed -> no sandbox ready"),
+        med(&kubelet.many_stop),
+        med(&crilet.many_stop),
+        "ms",
+        "(goal <= 0.50)",
+    );
     let mib = |v: &[u64]| median(&v.iter().map(|k| *k as f64 / 1024.0).collect::<Vec<_>>());
-    row(&format!("RSS holding {pods} pods"), mib(&kubelet.rss_kib), mib(&crilet.rss_kib), "MiB", "(goal <= 0.25)");
-    row(&format!("idle CPU holding {pods} pods, % of a core"), median(&kubelet.cpu_pct), median(&crilet.cpu_pct), "%", "(goal <= 0.25)");
+    row(
+        &format!("RSS holding {pods} pods"),
+        mib(&kubelet.rss_kib),
+        mib(&crilet.rss_kib),
+        "MiB",
+        "(goal <= 0.25)",
+    );
+    row(
+        &format!("idle CPU holding {pods} pods, % of a core"),
+        median(&kubelet.cpu_pct),
+        median(&crilet.cpu_pct),
+        "%",
+        "(goal <= 0.25)",
+    );
     let rate = |s: &str| s.trim_end_matches("/s").parse::<f64>().unwrap_or(f64::NAN);
-    row("idle node, 5 pods: API requests per second", rate(&api_kubelet), rate(&api_crilet), "/s", "");
+    row(
+        "idle node, 5 pods: API requests per second",
+        rate(&api_kubelet),
+        rate(&api_crilet),
+        "/s",
+        "",
+    );
 }

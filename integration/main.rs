@@ -48,3 +48,4 @@ mod support;
 mod url_agent;
 mod url_source;
 mod validate;
+mod volumes;

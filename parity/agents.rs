@@ -8,6 +8,9 @@
 //! stop leaves the runtime's pods in place for the caller to remove, as
 //! both agents leave them when they stop.
 
+// The harness and the side-by-side bench each use part of it.
+#![allow(dead_code)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

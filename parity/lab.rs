@@ -8,6 +8,9 @@
 //! socket, cgroup root, node name and directory named here, and nothing
 //! else on the machine.
 
+// The harness and the side-by-side bench each use part of it.
+#![allow(dead_code)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;

@@ -18,7 +18,8 @@ use crate::cri::CgroupDriver;
 use crate::cri::types::DnsConfig;
 use crate::kuberuntime::labels::{ContainerLabels, Labels, PodSandboxLabels};
 use crate::kuberuntime::mapping::{
-    NodeContext, container_config, pod_cgroup_parent, qos_class, sandbox_config,
+    NodeContext, container_config, etc_hosts_file, host_name_and_domain, pod_cgroup_parent,
+    qos_class, sandbox_config,
 };
 use crate::logs::{LogDecoder, LogOptions, TailScanner, ends_logical_line, parse_cri_line};
 
@@ -77,13 +78,15 @@ fn after_source(source: &'static str, pods: Vec<SourcePod>) {
             continue;
         }
         let spec = pod.spec.as_ref().expect("validated pods have a spec");
+        let hosts = etc_hosts_file(&ctx, pod.metadata.uid.as_deref().unwrap_or_default());
+        let _ = host_name_and_domain(pod);
         for container in spec
             .init_containers
             .iter()
             .flatten()
             .chain(&spec.containers)
         {
-            let _ = container_config(&ctx, pod, container, 0, 0, "10.88.0.2");
+            let _ = container_config(&ctx, pod, container, 0, 0, "10.88.0.2", Some(&hosts));
         }
     }
 }

@@ -25,7 +25,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{
     Container, ContainerState as K8sContainerState, ContainerStateRunning,
     ContainerStateTerminated, ContainerStateWaiting, ContainerStatus as K8sContainerStatus, HostIP,
-    Pod, PodCondition, PodIP, PodStatus,
+    Pod, PodCondition, PodIP, PodStatus, VolumeMountStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -196,9 +196,33 @@ fn container_status(
         started: Some(probed.started),
         state: Some(state),
         last_state,
+        volume_mounts: volume_mount_statuses(spec),
         ..K8sContainerStatus::default()
     }
 }
+
+/// The container's `volumeMounts` as the kubelet v1.32 reports them (with
+/// its default RecursiveReadOnlyMounts gate on): from the spec, since the
+/// CRI knows no volume names, whether or not the container exists yet;
+/// `readOnly` only when true; `recursiveReadOnly` on read-only mounts
+/// only, always Disabled (crilet makes no recursive read-only mounts, as
+/// the kubelet on a runtime without them, and validation refuses Enabled).
+/// None for a container without mounts.
+fn volume_mount_statuses(spec: &Container) -> Option<Vec<VolumeMountStatus>> {
+    let mounts = spec.volume_mounts.as_deref().filter(|m| !m.is_empty())?;
+    let status = |m: &k8s_openapi::api::core::v1::VolumeMount| {
+        let read_only = m.read_only == Some(true);
+        VolumeMountStatus {
+            name: m.name.clone(),
+            mount_path: m.mount_path.clone(),
+            read_only: read_only.then_some(true),
+            recursive_read_only: read_only.then(|| RECURSIVE_READ_ONLY_DISABLED.to_string()),
+        }
+    };
+    Some(mounts.iter().map(status).collect())
+}
+
+const RECURSIVE_READ_ONLY_DISABLED: &str = "Disabled";
 
 /// Whether the worker will start this exited container again (the kubelet's
 /// `ShouldContainerBeRestarted`; an init container that succeeded is done).

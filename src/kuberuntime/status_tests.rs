@@ -318,6 +318,52 @@ fn unknown_container_is_bare_waiting() {
 }
 
 #[test]
+fn volume_mounts_come_from_the_spec_as_the_kubelet_reports_them() {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web", "uid": "u1"},
+        "spec": {
+            "initContainers": [{"name": "init", "image": "i",
+                "volumeMounts": [{"name": "work", "mountPath": "/work"}]}],
+            "containers": [
+                {"name": "app", "image": "i", "volumeMounts": [
+                    {"name": "work", "mountPath": "/work", "readOnly": false},
+                    {"name": "ro", "mountPath": "/ro", "readOnly": true},
+                    {"name": "ro", "mountPath": "/ro2", "readOnly": true,
+                     "recursiveReadOnly": "IfPossible", "subPath": "x"},
+                    {"name": "work", "mountPath": "/w2", "recursiveReadOnly": "Disabled",
+                     "mountPropagation": "HostToContainer"}]},
+                {"name": "bare", "image": "i"},
+                {"name": "empty", "image": "i", "volumeMounts": []}
+            ]
+        }
+    }))
+    .unwrap();
+    // What the kubelet v1.32 put in /pods for these mounts.
+    let want_app = json!([
+        {"name": "work", "mountPath": "/work"},
+        {"name": "ro", "mountPath": "/ro", "readOnly": true, "recursiveReadOnly": "Disabled"},
+        {"name": "ro", "mountPath": "/ro2", "readOnly": true, "recursiveReadOnly": "Disabled"},
+        {"name": "work", "mountPath": "/w2"}
+    ]);
+    let want_init = json!([{"name": "work", "mountPath": "/work"}]);
+    // Before any container exists, while they run, and once they exited.
+    let runs = [
+        vec![],
+        vec![rc("init", 0, Exited, 0), rc("app", 0, Running, 0)],
+        vec![rc("init", 0, Exited, 0), rc("app", 1, Exited, 1)],
+    ];
+    for containers in runs {
+        let s = Case::new(pod.clone(), containers).run();
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["containerStatuses"][0]["volumeMounts"], want_app);
+        assert_eq!(json["initContainerStatuses"][0]["volumeMounts"], want_init);
+        for c in [&json["containerStatuses"][1], &json["containerStatuses"][2]] {
+            assert!(c.get("volumeMounts").is_none(), "{c}");
+        }
+    }
+}
+
+#[test]
 fn missing_container_defaults() {
     let s = Case::new(pod("Always", &[], &["a"]), vec![]).run();
     let a = app(&s, "a");

@@ -1,26 +1,43 @@
-//! The API server's rules for volume mount paths and propagation, the
-//! termination message policy, container restart policies, port host IPs,
-//! and the pod's hostname, subdomain, nodeName, priorityClassName and
-//! process-namespace sharing. Part of [`super::spec_validation`].
+//! The API server's rules for volume mount paths, propagation and
+//! recursive read-only mode, the termination message policy, container
+//! restart policies, port host IPs, and the pod's hostname, subdomain,
+//! host aliases, nodeName, priorityClassName and process-namespace
+//! sharing. Part of [`super::spec_validation`].
 //!
 //! Invariant: pure; every problem is added as (field path, message), at
 //! most one per field, in the API server's wording where it has one; a
 //! mount that passes is one the runtime mapping accepts (relative subPath
-//! without '..', a known propagation, Bidirectional only when privileged).
+//! without '..', a known propagation, Bidirectional only when privileged,
+//! no recursive read-only mode that crilet would not honour).
 
 use std::collections::HashSet;
 
-use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::api::core::v1::{Container, PodSpec, VolumeMount};
 
 use super::field_validation::{invalid, unsupported};
-use super::problems::{Problems, dns1123_label_problem, dns1123_subdomain_problem};
+use super::problems::{
+    Problems, dns1123_label_problem, dns1123_subdomain_problem, ip_address_problem,
+};
 
 const PROPAGATIONS: [&str; 3] = ["Bidirectional", "HostToContainer", "None"];
+const RECURSIVE_READ_ONLY: [&str; 3] = ["Disabled", "Enabled", "IfPossible"];
 const MESSAGE_POLICIES: [&str; 2] = ["FallbackToLogsOnError", "File"];
 
 /// hostname and subdomain (DNS-1123 labels), nodeName and
-/// priorityClassName (subdomains), shareProcessNamespace with hostPID.
+/// priorityClassName (subdomains), hostAliases (an IP, subdomain host
+/// names), shareProcessNamespace with hostPID.
 pub(super) fn validate_pod_names(spec: &PodSpec, out: &mut Problems) {
+    for (i, alias) in spec.host_aliases.iter().flatten().enumerate() {
+        let field = format!("spec.hostAliases[{i}]");
+        if let Some(problem) = ip_address_problem(&alias.ip) {
+            out.push((format!("{field}.ip"), invalid(&alias.ip, problem)));
+        }
+        for (j, name) in alias.hostnames.iter().flatten().enumerate() {
+            if let Some(problem) = dns1123_subdomain_problem(name) {
+                out.push((format!("{field}.hostnames[{j}]"), problem));
+            }
+        }
+    }
     let labels = [("hostname", &spec.hostname), ("subdomain", &spec.subdomain)];
     for (name, value) in labels {
         if let Some(problem) = non_empty(value).and_then(dns1123_label_problem) {
@@ -93,6 +110,9 @@ pub(super) fn validate_container_misc(
             )),
             Some(_) => {}
         }
+        if let Some(problem) = recursive_read_only_problem(m) {
+            out.push((field("recursiveReadOnly"), problem));
+        }
     }
     if let Some(policy) = non_empty(&c.termination_message_policy) {
         if !MESSAGE_POLICIES.contains(&policy) {
@@ -124,6 +144,36 @@ pub(super) fn validate_container_misc(
             ));
         }
     }
+}
+
+/// The API server's rules for `recursiveReadOnly` (a known mode; other
+/// than Disabled only on a read-only mount without propagation), then
+/// crilet's: Enabled is refused, since crilet makes no recursive
+/// read-only mounts and the kubelet, on a runtime without them, fails
+/// the container rather than mount it less read-only than asked.
+/// IfPossible is taken and means Disabled.
+fn recursive_read_only_problem(m: &VolumeMount) -> Option<String> {
+    let mode = m.recursive_read_only.as_deref()?;
+    if !RECURSIVE_READ_ONLY.contains(&mode) {
+        return Some(unsupported(mode, &RECURSIVE_READ_ONLY));
+    }
+    if mode == "Disabled" {
+        return None;
+    }
+    if m.read_only != Some(true) {
+        return Some("Forbidden: may only be specified when readOnly is true".into());
+    }
+    if m.mount_propagation.as_deref().is_some_and(|p| p != "None") {
+        return Some(
+            "Forbidden: may only be specified when mountPropagation is None or not specified"
+                .into(),
+        );
+    }
+    (mode == "Enabled").then(|| {
+        "Forbidden: crilet makes no recursive read-only mounts (IfPossible gives a plain \
+         read-only mount)"
+            .into()
+    })
 }
 
 /// `validateLocalDescendingPath`: relative, no '..' element.

@@ -149,3 +149,43 @@ pub(super) fn iana_svc_name_problem(s: &str) -> Option<String> {
         )
     })
 }
+
+/// The API server's `IsValidIP` for fields parsed the legacy way (host
+/// aliases): an IPv4 or IPv6 address, IPv4 parts allowed leading zeros
+/// ("010.1.2.3" is 10.1.2.3 to the API server, and accepted); no zone, no
+/// spaces.
+pub(super) fn ip_address_problem(s: &str) -> Option<&'static str> {
+    let valid = match s.rsplit_once(':') {
+        None => legacy_ipv4(s).is_some(),
+        // IPv6, its last group possibly a dotted IPv4 with leading zeros.
+        Some((head, tail)) if tail.contains('.') => legacy_ipv4(tail)
+            .is_some_and(|v4| format!("{head}:{v4}").parse::<std::net::Ipv6Addr>().is_ok()),
+        Some(_) => s.parse::<std::net::Ipv6Addr>().is_ok(),
+    };
+    (!valid).then_some("must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)")
+}
+
+/// Four dot-separated decimal parts of at most 255 each.
+fn legacy_ipv4(s: &str) -> Option<std::net::Ipv4Addr> {
+    let parts: Vec<&str> = s.split('.').collect();
+    let [a, b, c, d] = parts[..] else {
+        return None;
+    };
+    let octet = |p: &str| -> Option<u8> {
+        if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let digits = p.trim_start_matches('0');
+        match digits {
+            "" => Some(0),
+            d if d.len() > 3 => None,
+            d => d.parse().ok(),
+        }
+    };
+    Some(std::net::Ipv4Addr::new(
+        octet(a)?,
+        octet(b)?,
+        octet(c)?,
+        octet(d)?,
+    ))
+}

@@ -38,6 +38,7 @@ const ENV_FIELD_PATHS: [&str; 9] = [
     "status.podIPs",
 ];
 const PROC_MOUNTS: [&str; 2] = ["Default", "Unmasked"];
+const FS_GROUP_CHANGE_POLICIES: [&str; 2] = ["Always", "OnRootMismatch"];
 const NO_API: &str = "static pods cannot use it: it needs objects from the API server";
 
 /// dnsPolicy and dnsConfig, the pod's securityContext, volume sources and
@@ -158,6 +159,14 @@ fn validate_pod_security_context(sc: &PodSecurityContext, out: &mut Problems) {
     id_in_range(&format!("{field}.runAsUser"), sc.run_as_user, out);
     id_in_range(&format!("{field}.runAsGroup"), sc.run_as_group, out);
     id_in_range(&format!("{field}.fsGroup"), sc.fs_group, out);
+    if let Some(policy) = sc.fs_group_change_policy.as_deref() {
+        if !FS_GROUP_CHANGE_POLICIES.contains(&policy) {
+            out.push((
+                format!("{field}.fsGroupChangePolicy"),
+                unsupported(policy, &FS_GROUP_CHANGE_POLICIES),
+            ));
+        }
+    }
     for (i, gid) in sc.supplemental_groups.iter().flatten().enumerate() {
         id_in_range(&format!("{field}.supplementalGroups[{i}]"), Some(*gid), out);
     }

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::pod::field_validation::tests::{check_rows, container};
+use crate::pod::field_validation::tests::{check, check_rows, container};
 
 fn volume(v: Value) -> Value {
     json!({"spec": {"volumes": [v]}})
@@ -121,6 +121,12 @@ fn security_context_rows() {
             json!({"spec": {"securityContext": {"fsGroup": 2000}}}),
             json!({"spec": {"securityContext": {"fsGroup": -2}}}),
             "spec.securityContext.fsGroup: Invalid value: -2",
+        ),
+        (
+            "fsGroupChangePolicy",
+            json!({"spec": {"securityContext": {"fsGroup": 2000, "fsGroupChangePolicy": "OnRootMismatch"}}}),
+            json!({"spec": {"securityContext": {"fsGroup": 2000, "fsGroupChangePolicy": "Sometimes"}}}),
+            "spec.securityContext.fsGroupChangePolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnRootMismatch\"",
         ),
         (
             "supplementalGroups",
@@ -324,6 +330,42 @@ fn mount_and_container_rows() {
             "spec.containers[0].volumeMounts[0].mountPropagation: Unsupported value: \"Shared\"",
         ),
         (
+            "recursiveReadOnly mode",
+            mounts(
+                json!([{"name": "v", "mountPath": "/a", "readOnly": true, "recursiveReadOnly": "Disabled"}]),
+            ),
+            mounts(
+                json!([{"name": "v", "mountPath": "/a", "readOnly": true, "recursiveReadOnly": "Bogus"}]),
+            ),
+            "spec.containers[0].volumeMounts[0].recursiveReadOnly: Unsupported value: \"Bogus\": supported values: \"Disabled\", \"Enabled\", \"IfPossible\"",
+        ),
+        (
+            "recursiveReadOnly needs readOnly",
+            mounts(json!([{"name": "v", "mountPath": "/a", "recursiveReadOnly": "Disabled"}])),
+            mounts(json!([{"name": "v", "mountPath": "/a", "recursiveReadOnly": "IfPossible"}])),
+            "spec.containers[0].volumeMounts[0].recursiveReadOnly: Forbidden: may only be specified when readOnly is true",
+        ),
+        (
+            "recursiveReadOnly without propagation",
+            mounts(
+                json!([{"name": "v", "mountPath": "/a", "readOnly": true, "recursiveReadOnly": "IfPossible", "mountPropagation": "None"}]),
+            ),
+            mounts(
+                json!([{"name": "v", "mountPath": "/a", "readOnly": true, "recursiveReadOnly": "IfPossible", "mountPropagation": "HostToContainer"}]),
+            ),
+            "spec.containers[0].volumeMounts[0].recursiveReadOnly: Forbidden: may only be specified when mountPropagation is None or not specified",
+        ),
+        (
+            "recursiveReadOnly Enabled",
+            mounts(
+                json!([{"name": "v", "mountPath": "/a", "readOnly": true, "recursiveReadOnly": "IfPossible"}]),
+            ),
+            mounts(
+                json!([{"name": "v", "mountPath": "/a", "readOnly": true, "recursiveReadOnly": "Enabled"}]),
+            ),
+            "spec.containers[0].volumeMounts[0].recursiveReadOnly: Forbidden: crilet makes no recursive read-only mounts",
+        ),
+        (
             "Bidirectional needs privileged",
             {
                 let mut p = mounts(
@@ -399,5 +441,80 @@ fn pod_name_rows() {
             json!({"spec": {"shareProcessNamespace": true, "hostPID": true}}),
             "spec.securityContext.shareProcessNamespace: Invalid value: true: ShareProcessNamespace and HostPID cannot both be enabled",
         ),
+        (
+            "hostAliases IP",
+            aliases(json!([{"ip": "10.1.2.3", "hostnames": ["foo.local"]}, {"ip": "fd00::1"}])),
+            aliases(json!([{"ip": "10.1.2.300", "hostnames": ["foo.local"]}])),
+            "spec.hostAliases[0].ip: Invalid value: \"10.1.2.300\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+        ),
+        (
+            "hostAliases IP missing",
+            aliases(json!([{"ip": "0.0.0.0"}])),
+            aliases(json!([{"hostnames": ["foo.local"]}])),
+            "spec.hostAliases[0].ip: Invalid value: \"\": must be a valid IP address",
+        ),
+        (
+            "hostAliases IP with a space",
+            aliases(json!([{"ip": "010.1.2.3"}])),
+            aliases(json!([{"ip": " 10.1.2.3"}])),
+            "spec.hostAliases[0].ip: Invalid value: \" 10.1.2.3\": must be a valid IP address",
+        ),
+        (
+            "hostAliases hostname",
+            aliases(json!([{"ip": "10.1.2.3", "hostnames": ["a.b-c", "x"]}])),
+            aliases(json!([{"ip": "10.1.2.3", "hostnames": ["ok.local", "Bad_Name"]}])),
+            "spec.hostAliases[0].hostnames[1]: \"Bad_Name\" is not a DNS-1123 subdomain",
+        ),
     ]);
+}
+
+fn aliases(list: Value) -> Value {
+    json!({"spec": {"hostAliases": list}})
+}
+
+/// The API server's IP parsing for host aliases (checked against a
+/// kube-apiserver 1.32 with `kubectl create --dry-run=server`).
+#[test]
+fn host_alias_ips_as_the_api_server_parses_them() {
+    let accepted = [
+        "10.1.2.3",
+        "0.0.0.0",
+        "010.001.2.3",
+        "255.255.255.255",
+        "fd00::1",
+        "::",
+        "::1",
+        "2001:db8::ffff",
+        "::ffff:10.1.2.3",
+        "::ffff:010.1.2.3",
+        "1:2:3:4:5:6:7:8",
+    ];
+    let refused = [
+        "",
+        "10.1.2.300",
+        "10.1.2",
+        "10.1.2.3.4",
+        "10..2.3",
+        " 10.1.2.3",
+        "10.1.2.3 ",
+        "+1.2.3.4",
+        "0x0a.1.2.3",
+        "1.2.3.0000256",
+        "fd00::1%eth0",
+        "fd00:::1",
+        "1:2:3:4:5:6:7:8:9",
+        "10.1.2.3/8",
+        "localhost",
+    ];
+    let check_ip = |ip: &str| check(aliases(json!([{"ip": ip}])));
+    for ip in accepted {
+        assert_eq!(check_ip(ip), Ok(()), "{ip:?}");
+    }
+    for ip in refused {
+        let err = check_ip(ip).expect_err(ip);
+        assert!(
+            err.contains("spec.hostAliases[0].ip: Invalid value"),
+            "{ip:?}: {err}"
+        );
+    }
 }

@@ -163,12 +163,13 @@ pub fn desired_pod(pod: &Pod) -> DesiredPod {
 }
 
 /// The sandbox a sync starts containers in: the ready one it observed, or
-/// the one it just created. The pod IP is read once, when first needed.
+/// the one it just created. The pod IPs (none on the host network) are read
+/// once, when first needed.
 #[derive(Debug, Clone, Default)]
 struct CurrentSandbox {
     id: String,
     attempt: u32,
-    ip: Option<String>,
+    ips: Option<Vec<String>>,
 }
 
 struct Worker {
@@ -332,7 +333,7 @@ impl Worker {
             .map(|s| CurrentSandbox {
                 id: s.id.clone(),
                 attempt: s.metadata.attempt,
-                ip: None,
+                ips: None,
             });
         for action in &planned.actions {
             tracing::info!(pod = %pod::full_name(pod), uid, ?action, "pod action");
@@ -393,7 +394,7 @@ impl Worker {
                 *current = Some(CurrentSandbox {
                     id,
                     attempt: *attempt,
-                    ip: None,
+                    ips: None,
                 });
                 Ok(())
             }
@@ -585,3 +586,6 @@ mod hooks_tests;
 
 #[cfg(test)]
 mod events_tests;
+
+#[cfg(test)]
+mod volumes_tests;

@@ -1,5 +1,6 @@
-//! Starting a pod: its hostPath checks and directories, the sandbox, image
-//! pulls (with the pull back-off) and each container with its
+//! Starting a pod: its volumes (hostPath checks, emptyDirs given to the
+//! pod's fsGroup) and directories, the sandbox, image pulls (with the pull
+//! back-off) and each container with its managed hosts file and
 //! termination-message file. Part of the pod worker.
 //!
 //! Invariant: every step acts on the sandbox the sync observed or just
@@ -7,6 +8,9 @@
 
 use super::*;
 use crate::kuberuntime::termination_files::create_message_file;
+use crate::volume::empty_dir::{self, EmptyDir};
+use crate::volume::etc_hosts::mounts_hosts_file;
+use crate::volume::etc_hosts_file::{HostsFile, NODE_HOSTS_FILE, ensure_hosts_file};
 use crate::volume::hostpath::check_volumes;
 
 impl Worker {
@@ -18,8 +22,10 @@ impl Worker {
         let rt = self.ctx.runtime.clone();
         // The kubelet sets up volumes before the sandbox; a failed check
         // leaves the pod Pending and is retried with the sync.
-        if let Err(e) = check_volumes(pod) {
-            let message = e.to_string();
+        let volumes = check_volumes(pod)
+            .map_err(|e| e.to_string())
+            .and_then(|()| set_up_empty_dirs(&self.ctx.node, pod).map_err(|e| e.to_string()));
+        if let Err(message) = volumes {
             let event = kubelet_events::failed_mount(&message);
             self.ctx.events.event(&EventObject::pod(pod), event);
             self.volume_error = Some(message.clone());
@@ -92,14 +98,19 @@ impl Worker {
         // The same config the sandbox was run with (containerd needs it whole).
         let sandbox_config =
             mapping::sandbox_config(&self.ctx.node, pod, sandbox.attempt).map_err(refused)?;
-        let pod_ip = match &sandbox.ip {
-            Some(ip) => ip.clone(),
+        let pod_ips = match &sandbox.ips {
+            Some(ips) => ips.clone(),
             None => {
-                let ip = rt.pod_sandbox_status(&sandbox.id).await?.ip;
-                sandbox.ip = Some(ip.clone());
-                ip
+                let status = rt.pod_sandbox_status(&sandbox.id).await?;
+                let ips: Vec<String> = std::iter::once(status.ip)
+                    .chain(status.additional_ips)
+                    .filter(|ip| !ip.is_empty())
+                    .collect();
+                sandbox.ips = Some(ips.clone());
+                ips
             }
         };
+        let pod_ip = pod_ips.first().cloned().unwrap_or_default();
         let now = now_nanos();
         if let Err((reason, message)) = self
             .ensure_image(pod, &container, &sandbox_config, now)
@@ -121,6 +132,10 @@ impl Worker {
                 message,
             });
         }
+        let hosts_file = match write_hosts_file(&self.ctx.node, pod, &container, &pod_ips) {
+            Ok(file) => file,
+            Err(e) => return Err(self.config_error(pod, name, e.to_string())),
+        };
         let config = mapping::container_config(
             &self.ctx.node,
             pod,
@@ -128,6 +143,7 @@ impl Worker {
             restart_count,
             attempt,
             &pod_ip,
+            hosts_file.as_deref(),
         )
         .map_err(|e| {
             let message = e.to_string();
@@ -325,16 +341,63 @@ pub(super) fn pull_key(container: &str) -> String {
     format!("pull:{container}")
 }
 
-/// The pod's log directory and emptyDir volumes, made before the sandbox.
+/// The pod's log directory, made before the sandbox.
 pub(super) fn prepare_dirs(node: &NodeContext, pod: &Pod) -> std::io::Result<()> {
-    std::fs::create_dir_all(mapping::pod_log_dir(node, pod))?;
-    let volumes = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.volumes.clone())
-        .unwrap_or_default();
+    std::fs::create_dir_all(mapping::pod_log_dir(node, pod))
+}
+
+/// Sets up each emptyDir of the pod (defaulting made every volume without
+/// a source one), given to the pod's fsGroup if it has one.
+pub(super) fn set_up_empty_dirs(
+    node: &NodeContext,
+    pod: &Pod,
+) -> Result<(), empty_dir::EmptyDirError> {
+    let spec = pod.spec.as_ref();
+    let fs_group = spec
+        .and_then(|s| s.security_context.as_ref()?.fs_group)
+        .and_then(|g| u32::try_from(g).ok());
+    let volumes = spec.and_then(|s| s.volumes.as_deref()).unwrap_or_default();
     for v in volumes.iter().filter(|v| v.empty_dir.is_some()) {
-        std::fs::create_dir_all(mapping::empty_dir_path(node, pod, &v.name))?;
+        let dir = mapping::empty_dir_path(node, pod, &v.name);
+        let meta_dir = mapping::empty_dir_plugin_dir(node, pod, &v.name);
+        let volume = EmptyDir {
+            volume: &v.name,
+            dir: &dir,
+            meta_dir: &meta_dir,
+        };
+        if empty_dir::set_up(&volume, fs_group)? {
+            tracing::debug!(pod = %pod::full_name(pod), volume = v.name, ?fs_group, "emptyDir set up");
+        }
     }
     Ok(())
+}
+
+/// Writes the pod's managed hosts file when `container` gets it (the
+/// kubelet's `makeMounts`: the pod has an IP or is on the host network,
+/// and the container mounts nothing at /etc/hosts), and names it. The
+/// kubelet writes it anew for every container it starts.
+fn write_hosts_file(
+    node: &NodeContext,
+    pod: &Pod,
+    container: &Container,
+    pod_ips: &[String],
+) -> Result<Option<PathBuf>, crate::volume::etc_hosts_file::EtcHostsError> {
+    let spec = pod.spec.as_ref();
+    let host_network = spec.and_then(|s| s.host_network) == Some(true);
+    if !mounts_hosts_file(host_network, pod_ips, container) {
+        return Ok(None);
+    }
+    let (hostname, host_domain) = mapping::host_name_and_domain(pod);
+    let file = mapping::etc_hosts_file(node, pod::uid(pod));
+    let hosts = HostsFile {
+        host_network,
+        pod_ips,
+        hostname: &hostname,
+        host_domain: &host_domain,
+        aliases: spec
+            .and_then(|s| s.host_aliases.as_deref())
+            .unwrap_or_default(),
+    };
+    ensure_hosts_file(&file, std::path::Path::new(NODE_HOSTS_FILE), &hosts)?;
+    Ok(Some(file))
 }

@@ -36,6 +36,9 @@ struct State {
     /// RuntimeConfig's answer once set; unset answers CGROUPFS.
     runtime_config: Option<Option<CgroupDriver>>,
     exec_results: VecDeque<ExecSyncResult>,
+    /// The IPs PodSandboxStatus reports for a pod-network sandbox (the
+    /// first as `ip`); none by default, and never for the host network.
+    pod_ips: Vec<String>,
     exec_timeouts: Vec<Duration>,
     stop_timeouts: Vec<(String, Duration)>,
     events: FakeEvents,
@@ -116,6 +119,12 @@ impl FakeRuntime {
             .await
             .expect("fake StartContainer");
         cid
+    }
+
+    /// Gives every pod-network sandbox these IPs from now on, as a CNI
+    /// plugin would (the first is the pod IP).
+    pub fn set_pod_ips(&self, ips: &[&str]) {
+        self.state.lock().unwrap().pod_ips = ips.iter().map(|ip| ip.to_string()).collect();
     }
 
     /// Adds an image as if it had been pulled; its id is `sha256:<name>`.

@@ -117,13 +117,24 @@ impl Runtime for FakeRuntime {
             .sandboxes
             .get(id)
             .ok_or_else(|| not_found("PodSandboxStatus", id))?;
+        let node_network = config.security.namespace_options.network == NamespaceMode::Node;
+        let mut ips = if node_network {
+            vec![]
+        } else {
+            s.pod_ips.clone()
+        };
+        let ip = if ips.is_empty() {
+            String::new()
+        } else {
+            ips.remove(0)
+        };
         Ok(PodSandboxStatus {
             id: id.to_string(),
             metadata: config.metadata.clone(),
             state: *state,
             created_at: *created_at,
-            ip: String::new(),
-            additional_ips: vec![],
+            ip,
+            additional_ips: ips,
             namespace_options: config.security.namespace_options.clone(),
             labels: config.labels.clone(),
             annotations: config.annotations.clone(),

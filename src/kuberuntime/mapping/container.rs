@@ -1,12 +1,16 @@
 //! One container's config for CreateContainer: image, command, env,
-//! mounts (the volumes', then the termination-message file's), log path,
+//! mounts (the volumes', then the managed hosts file's, then the
+//! termination-message file's), log path,
 //! resources and security, with the kubelet's labels.
 //! Part of `mapping`.
 //!
 //! Invariant: pure, like the rest of the mapping.
 
 use super::*;
+use crate::volume::etc_hosts::ETC_HOSTS_PATH;
 
+/// `etc_hosts` is the pod's managed hosts file when this container gets
+/// it (the worker decides, as the kubelet's `makeMounts`, and writes it).
 pub fn container_config(
     ctx: &NodeContext,
     pod: &Pod,
@@ -14,6 +18,7 @@ pub fn container_config(
     restart_count: u32,
     attempt: u32,
     pod_ip: &str,
+    etc_hosts: Option<&Path>,
 ) -> Result<ContainerConfig, MappingError> {
     let field = container_field(pod, &container.name);
     let envs = environment(ctx, pod, container, pod_ip, &field)?;
@@ -38,6 +43,7 @@ pub fn container_config(
         deletion_grace_period: pod.metadata.deletion_grace_period_seconds,
     };
     let mut all_mounts = mounts(ctx, pod, container, &envs, security.privileged, &field)?;
+    all_mounts.extend(etc_hosts.map(etc_hosts_mount));
     all_mounts.extend(termination_message_mount(ctx, pod, container, attempt));
     Ok(ContainerConfig {
         metadata: ContainerMetadata {
@@ -78,4 +84,17 @@ fn termination_message_mount(
         selinux_relabel: false,
         propagation: MountPropagation::Private,
     })
+}
+
+/// The read-write bind of the pod's hosts file at /etc/hosts. The kubelet
+/// asks for an SELinux relabel only on a host with SELinux enabled, which
+/// crilet does not support; so none, as the kubelet sends on such a host.
+fn etc_hosts_mount(file: &Path) -> Mount {
+    Mount {
+        container_path: ETC_HOSTS_PATH.to_owned(),
+        host_path: file.to_string_lossy().into_owned(),
+        readonly: false,
+        selinux_relabel: false,
+        propagation: MountPropagation::Private,
+    }
 }

@@ -60,7 +60,7 @@ fn app(p: &Pod) -> &Container {
 }
 
 fn map_app(p: &Pod) -> Result<ContainerConfig, MappingError> {
-    container_config(&ctx(), p, app(p), 0, 0, "10.88.0.5")
+    container_config(&ctx(), p, app(p), 0, 0, "10.88.0.5", None)
 }
 
 fn resources_of(req: Value, lim: Value) -> Value {
@@ -316,6 +316,16 @@ fn paths_and_grace_period() {
         PathBuf::from(format!(
             "/var/lib/crilet/pods/{UID}/volumes/kubernetes.io~empty-dir/cache"
         ))
+    );
+    assert_eq!(
+        empty_dir_plugin_dir(&ctx(), &p, "cache"),
+        PathBuf::from(format!(
+            "/var/lib/crilet/pods/{UID}/plugins/kubernetes.io~empty-dir/cache"
+        ))
+    );
+    assert_eq!(
+        etc_hosts_file(&ctx(), UID),
+        PathBuf::from(format!("/var/lib/crilet/pods/{UID}/etc-hosts"))
     );
     for (name, restarts, want) in [("app", 0, "app/0.log"), ("side-car", 12, "side-car/12.log")] {
         assert_eq!(container_log_path(name, restarts), want);
@@ -950,10 +960,79 @@ fn container_mounts() {
 }
 
 #[test]
+fn etc_hosts_mount_comes_after_the_volumes_and_before_the_termination_file() {
+    let p = pod_one(
+        json!({"volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": true}]}),
+        json!({"volumes": [{"name": "data", "emptyDir": {}}]}),
+    );
+    let hosts = PathBuf::from("/var/lib/crilet/pods/u/etc-hosts");
+    let got = container_config(&ctx(), &p, app(&p), 0, 0, "10.0.0.2", Some(&hosts)).unwrap();
+    let paths: Vec<&str> = got
+        .mounts
+        .iter()
+        .map(|m| m.container_path.as_str())
+        .collect();
+    assert_eq!(paths, ["/data", "/etc/hosts", "/dev/termination-log"]);
+    assert_eq!(
+        got.mounts[1],
+        Mount {
+            container_path: "/etc/hosts".into(),
+            host_path: "/var/lib/crilet/pods/u/etc-hosts".into(),
+            readonly: false,
+            selinux_relabel: false,
+            propagation: MountPropagation::Private,
+        }
+    );
+    // Without a file (the worker decided the container gets none): no mount.
+    let none = container_config(&ctx(), &p, app(&p), 0, 0, "10.0.0.2", None).unwrap();
+    assert!(none.mounts.iter().all(|m| m.container_path != "/etc/hosts"));
+    // The file is not part of the spec hash.
+    assert_eq!(
+        got.annotations[CONTAINER_HASH_ANNOTATION],
+        none.annotations[CONTAINER_HASH_ANNOTATION]
+    );
+}
+
+#[test]
+fn host_name_and_domain_for_the_hosts_file() {
+    // (spec fields, hostname, host domain)
+    let long = "a".repeat(61) + "-.x";
+    let rows = [
+        (json!({}), "web-node-1", ""),
+        (json!({"hostname": "db"}), "db", ""),
+        (
+            json!({"subdomain": "sub"}),
+            "web-node-1",
+            "sub.default.svc.",
+        ),
+        (
+            json!({"hostname": "db", "subdomain": "sub"}),
+            "db",
+            "sub.default.svc.",
+        ),
+        (json!({"hostname": long}), &"a".repeat(61), ""),
+    ];
+    for (fields, hostname, domain) in rows {
+        let mut spec = json!({"containers": []});
+        spec.as_object_mut()
+            .unwrap()
+            .extend(fields.as_object().unwrap().clone());
+        let p = pod(spec);
+        let got = host_name_and_domain(&p);
+        assert_eq!(
+            (got.0.as_str(), got.1.as_str()),
+            (hostname, domain),
+            "{fields}"
+        );
+    }
+}
+
+#[test]
 fn termination_message_mount() {
     let termination_mounts = |container: Value, restart_count: u32, attempt: u32| {
         let p = pod_one(container, json!({}));
-        let config = container_config(&ctx(), &p, app(&p), restart_count, attempt, "").unwrap();
+        let config =
+            container_config(&ctx(), &p, app(&p), restart_count, attempt, "", None).unwrap();
         let hash = config.annotations[CONTAINER_HASH_ANNOTATION].clone();
         let mounts: Vec<Mount> = config
             .mounts
@@ -1098,7 +1177,7 @@ fn container_resources() {
         ..ctx()
     };
     let p = pod_one(resources_of(json!({"memory": "1Gi"}), json!({})), json!({}));
-    let got = container_config(&no_capacity, &p, app(&p), 0, 0, "").unwrap();
+    let got = container_config(&no_capacity, &p, app(&p), 0, 0, "", None).unwrap();
     assert_eq!(got.resources.unwrap().oom_score_adj, 999);
     let critical = pod_one(
         json!({}),
@@ -1120,7 +1199,7 @@ fn container_resources() {
             oom_score_adj_floor: Some(floor),
             ..ctx()
         };
-        let got = container_config(&restricted, pod, app(pod), 0, 0, "").unwrap();
+        let got = container_config(&restricted, pod, app(pod), 0, 0, "", None).unwrap();
         assert_eq!(got.resources.unwrap().oom_score_adj, want, "floor {floor}");
     }
 
@@ -1354,7 +1433,7 @@ fn container_identity_labels_and_flags() {
             s[k] = v.clone();
         }
         let p = pod_with(meta, s);
-        let got = container_config(&ctx(), &p, app(&p), 7, 2, "").unwrap();
+        let got = container_config(&ctx(), &p, app(&p), 7, 2, "", None).unwrap();
         assert_eq!(
             got.metadata,
             ContainerMetadata {
@@ -1484,7 +1563,10 @@ fn exact_output_for_host_network_busybox() {
     };
     assert_eq!(sandbox, want_sandbox);
 
-    let container = container_config(&ctx(), &p, &spec(&p).containers[0], 0, 0, "").unwrap();
+    // A host-network pod: its containers get the managed hosts file.
+    let hosts = etc_hosts_file(&ctx(), UID);
+    let first = &spec(&p).containers[0];
+    let container = container_config(&ctx(), &p, first, 0, 0, "", Some(&hosts)).unwrap();
     let hash = container_hash(&spec(&p).containers[0]);
     // Pinned: a change here means every running container restarts on upgrade.
     assert_eq!(format!("{hash:x}"), "27e56ae684b0a7c2");
@@ -1513,6 +1595,11 @@ fn exact_output_for_host_network_busybox() {
                 container_path: "/host/etc".into(),
                 host_path: "/etc".into(),
                 readonly: true,
+                ..Default::default()
+            },
+            Mount {
+                container_path: "/etc/hosts".into(),
+                host_path: format!("/var/lib/crilet/pods/{UID}/etc-hosts"),
                 ..Default::default()
             },
             Mount {

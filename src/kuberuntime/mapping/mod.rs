@@ -8,16 +8,18 @@
 //!
 //! What the kubelet makes on the host before a container starts is named
 //! here deterministically and made by the worker: the emptyDir directories
-//! ([`empty_dir_path`], before the sandbox) and the termination-message
-//! file of each container instance ([`termination_message_file`], before
-//! CreateContainer, mounted read-write at `terminationMessagePath`). That
-//! file is named by the attempt where the kubelet draws random hex, so the
-//! mapping stays pure; the spec hash does not cover it.
+//! ([`empty_dir_path`], with their set-up marks under
+//! [`empty_dir_plugin_dir`], before the sandbox), the pod's managed hosts
+//! file ([`etc_hosts_file`], written before CreateContainer and handed to
+//! [`container_config`], which mounts it at `/etc/hosts` after the volume
+//! mounts) and the termination-message file of each container instance
+//! ([`termination_message_file`], before CreateContainer, mounted
+//! read-write at `terminationMessagePath`). That file is named by the
+//! attempt where the kubelet draws random hex, so the mapping stays pure;
+//! the spec hash does not cover it.
 //!
 //! Kubelet behaviour deliberately left out (a pure mapping cannot do it, or
 //! crilet has no use for it):
-//! - the `/etc/hosts` bind mount: the kubelet writes that file on the host
-//!   first; here the image's `/etc/hosts` is used;
 //! - RuntimeClass: `runtime_handler` stays empty (the default handler);
 //! - a cluster DNS: crilet has none, so ClusterFirst and
 //!   ClusterFirstWithHostNet fall back to the node's resolver, as the
@@ -46,7 +48,7 @@ use security::{
 };
 
 pub use container::container_config;
-pub use sandbox::{sandbox_config, wants_cluster_dns};
+pub use sandbox::{host_name_and_domain, sandbox_config, wants_cluster_dns};
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
@@ -231,9 +233,25 @@ pub fn pod_log_dir(ctx: &NodeContext, pod: &Pod) -> PathBuf {
     pod_log_dir_under(&ctx.root_dir, pod)
 }
 
+/// The kubelet's name for the emptyDir plugin, escaped for a path.
+const EMPTY_DIR_PLUGIN: &str = "kubernetes.io~empty-dir";
+
+/// `<root>/pods/<uid>/volumes/kubernetes.io~empty-dir/<volume>`.
 pub fn empty_dir_path(ctx: &NodeContext, pod: &Pod, volume: &str) -> PathBuf {
     let volumes = ctx.root_dir.join("pods").join(uid(pod)).join("volumes");
-    volumes.join("kubernetes.io~empty-dir").join(volume)
+    volumes.join(EMPTY_DIR_PLUGIN).join(volume)
+}
+
+/// `<root>/pods/<uid>/plugins/kubernetes.io~empty-dir/<volume>`: where the
+/// kubelet marks an emptyDir set up (its `ready` file).
+pub fn empty_dir_plugin_dir(ctx: &NodeContext, pod: &Pod, volume: &str) -> PathBuf {
+    let plugins = ctx.root_dir.join("pods").join(uid(pod)).join("plugins");
+    plugins.join(EMPTY_DIR_PLUGIN).join(volume)
+}
+
+/// `<root>/pods/<uid>/etc-hosts`: the pod's managed hosts file.
+pub fn etc_hosts_file(ctx: &NodeContext, pod_uid: &str) -> PathBuf {
+    ctx.root_dir.join("pods").join(pod_uid).join("etc-hosts")
 }
 
 /// Where the container writes its termination message: its

@@ -84,6 +84,22 @@ pub(super) fn pod_hostname(pod: &Pod) -> String {
         .to_owned()
 }
 
+/// The pod's hostname and host domain for its hosts file (the kubelet's
+/// `GeneratePodHostNameAndDomain`): [`pod_hostname`], and with a subdomain
+/// `<subdomain>.<namespace>.svc.<cluster domain>`, else empty. crilet has
+/// no cluster DNS, so the cluster domain is empty, as for a kubelet started
+/// without `--cluster-domain` (the name then ends in `svc.`).
+pub fn host_name_and_domain(pod: &Pod) -> (String, String) {
+    let domain = match non_empty(&spec(pod).subdomain) {
+        Some(sub) => format!("{sub}.{}.svc.{CLUSTER_DOMAIN}", namespace(pod)),
+        None => String::new(),
+    };
+    (pod_hostname(pod), domain)
+}
+
+/// The cluster domain: none, see [`host_name_and_domain`].
+const CLUSTER_DOMAIN: &str = "";
+
 /// dnsPolicy None starts empty; every other policy starts from the node's
 /// resolver (see the module notes on ClusterFirst). spec.dnsConfig is then
 /// appended without duplicates, its options overriding same-named ones in
