@@ -107,6 +107,12 @@ fn run_agent(lab: &Lab, rt: &tokio::runtime::Runtime, agent: Agent) -> (Snapshot
     n.literal(running.root_dir.display().to_string(), "<root-dir>");
     n.literal(running.pod_logs_dir.display().to_string(), "<pod-logs-dir>");
     n.literal(lab.node.clone(), "<node>");
+    // Each agent's own version string (the Node's kubeletVersion).
+    let node = snapshot.get("node");
+    let version = node.and_then(|n| n["status"]["nodeInfo"]["kubeletVersion"].as_str());
+    if let Some(version) = version {
+        n.literal(version, "<version>");
+    }
     for p in pods["items"].as_array().into_iter().flatten() {
         if let Some(uid) = p["metadata"]["uid"].as_str() {
             n.literal(uid, "<uid>");

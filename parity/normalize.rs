@@ -144,7 +144,7 @@ impl Normalizer {
                 }
             }
             Json::Array(items) => items.iter_mut().for_each(|v| self.normalize(v)),
-            Json::String(s) => *s = self.text(s),
+            Json::String(s) => *s = self.text(&canonical_json(s)),
             _ => {}
         }
     }
@@ -173,6 +173,23 @@ impl Normalizer {
             out = re.replace_all(&out, *placeholder).into_owned();
         }
         out
+    }
+}
+
+/// A string that holds a JSON object or list (the kubelet's
+/// `io.kubernetes.container.ports` and `preStopHandler` annotations) with
+/// its keys sorted: Go writes a struct's fields in their declared order,
+/// crilet's k8s-openapi types in alphabetical order, and a reader of the
+/// JSON sees no difference. Any other string is left as it is.
+fn canonical_json(s: &str) -> String {
+    let t = s.trim_start();
+    if !(t.starts_with('{') || t.starts_with('[')) {
+        return s.to_string();
+    }
+    match serde_json::from_str::<Json>(s) {
+        // serde_json's map keeps its keys sorted.
+        Ok(v) => v.to_string(),
+        Err(_) => s.to_string(),
     }
 }
 
@@ -298,6 +315,20 @@ mod tests {
         let text = "/tmp/p/kubelet/pods/f6da4e7cd57d5407c59167bddf999398 10.0.0.2";
         assert_eq!(back.text(text), n.text(text));
         assert_eq!(back.text(text), "<pods>/<uid> <pod-ip>");
+    }
+
+    #[test]
+    fn json_held_in_a_string_compares_with_its_keys_sorted() {
+        let n = Normalizer::default();
+        let mut go = json!({"a": r#"[{"name":"http","containerPort":8080,"protocol":"TCP"}]"#});
+        let mut rust = json!({"a": r#"[{"containerPort":8080,"name":"http","protocol":"TCP"}]"#});
+        n.normalize(&mut go);
+        n.normalize(&mut rust);
+        assert_eq!(go, rust);
+        let mut text = json!({"a": "[not json", "b": "{\"x\": 1} trailing"});
+        let before = text.clone();
+        n.normalize(&mut text);
+        assert_eq!(text, before);
     }
 
     #[test]

@@ -49,6 +49,16 @@
 #                 priority and fairness' count of requests dispatched for
 #                 node identities (flow schemas system-node-high and
 #                 system-nodes), which counts by who sent a request.
+#   kubelet_vs_crilet  the real kubelet v1.32.13 and crilet side by side,
+#                 one at a time on one containerd 1.6 (the parity harness's
+#                 instance, scripts/parity-env.sh) with an API server of
+#                 their own (/tmp/crilet-bench-parity-apiserver, ports 26445
+#                 and 22383): 1 and 50 pods started and removed, RSS and
+#                 idle CPU holding 50, an idle node's API requests/s; each
+#                 figure for both and the ratio (benches/kubelet_vs_crilet.rs).
+#   parity        the differential harness (parity/) on containerd 1.6,
+#                 containerd 2.1 and CRI-O 1.32, each on its own instance,
+#                 against that API server; one summary line per runtime.
 # Then, per runtime (containerd 1.6 again, containerd 2.1 and CRI-O 1.32 by
 # scripts/runtime.sh): the width sweep (unless done above), agent_start at
 # that width, footprint, stats_api and events, and one table of the three
@@ -64,12 +74,15 @@ need_toolchain
 
 STATE=${CRILET_BENCH_DIR:-/tmp/crilet-bench}
 export CTRLAB_BRIDGE=criletbench0 CTRLAB_POD_CIDR=10.90.0.0/16 CTRLAB_CGROUP_ROOT=crilet-bench
-LAB_UP=()
+LAB_UP=() PARITY_KINDS=()
 # api_requests' own API server and its crilet (the crilet's pid is in a
 # file: the bench runs in a pipeline's subshell).
 API_ENV=(CRILET_KUBE_TEST_DIR="${CRILET_BENCH_API_DIR:-/tmp/crilet-bench-apiserver}"
          CRILET_KUBE_TEST_PORT="${CRILET_BENCH_API_PORT:-26443}"
          CRILET_KUBE_TEST_ETCD_PORT="${CRILET_BENCH_API_ETCD_PORT:-22379}")
+# kubelet_vs_crilet's and parity's API server.
+PARITY_API_ENV=(CRILET_KUBE_TEST_DIR=/tmp/crilet-bench-parity-apiserver
+                CRILET_KUBE_TEST_PORT=26445 CRILET_KUBE_TEST_ETCD_PORT=22383)
 API_CRILET_PID_FILE=""
 cleanup() {
   local rc=$?
@@ -81,6 +94,12 @@ cleanup() {
     env "${API_ENV[@]}" bash "$ROOT/scripts/apiserver-env.sh" down >/dev/null 2>&1 || true
   fi
   bash "$ROOT/scripts/containerd-down.sh" "$STATE" --purge || true
+  for entry in "${PARITY_KINDS[@]}"; do
+    bash "$ROOT/scripts/parity-env.sh" down "$entry" >/dev/null 2>&1 || true
+  done
+  if want kubelet_vs_crilet || want parity; then
+    env "${PARITY_API_ENV[@]}" bash "$ROOT/scripts/apiserver-env.sh" down >/dev/null 2>&1 || true
+  fi
   local entry
   for entry in "${LAB_UP[@]}"; do
     bash "$ROOT/scripts/runtime.sh" down "${entry%% *}" "${entry#* }" --purge >/dev/null 2>&1 || true
@@ -175,6 +194,7 @@ if [ -z "${CRILET_BENCH_RUNTIMES_ONLY:-}" ]; then
   if want api_requests; then api_requests "$SOCK" | tee "$OUT/api_requests"; fi
 fi
 
+
 # agent_start, footprint, stats_api and events on each runtime, then one table of them.
 per_runtime() { # KIND SOCKET
   local b width=${CRILET_BENCH_WIDTH:-}
@@ -203,6 +223,36 @@ for kind in containerd2 crio; do
   per_runtime "$kind" "$sock"
   bash "$ROOT/scripts/runtime.sh" down "$kind" "$dir" --purge >/dev/null 2>&1 || true
 done
+# kubelet_vs_crilet and parity: the real kubelet beside crilet (see the header).
+with_parity() { # KIND COMMAND...: COMMAND with the parity instance of KIND and the API server up
+  local kind=$1 rc=0 kube parity
+  shift
+  PARITY_KINDS+=("$kind")
+  kube=$(env "${PARITY_API_ENV[@]}" bash "$ROOT/scripts/apiserver-env.sh" up 2>"$OUT/parity-apiserver-up.log")
+  parity=$(bash "$ROOT/scripts/parity-env.sh" up "$kind" 2>"$OUT/parity-$kind-up.log")
+  env $(sed -n 's/^export //p' <<<"$kube") $(sed -n 's/^export //p' <<<"$parity") \
+    CRILET_CRICTL="$(bash "$ROOT/../shared/lab/bin.sh" crictl)" \
+    CRILET_KUBECTL="$(bash "$ROOT/../shared/lab/bin.sh" kubectl)" "$@" || rc=$?
+  bash "$ROOT/scripts/parity-env.sh" down "$kind" >/dev/null 2>&1 || true
+  return $rc
+}
+if want kubelet_vs_crilet; then
+  with_parity containerd1 cargo bench --quiet --bench kubelet_vs_crilet | tee "$OUT/kubelet_vs_crilet"
+fi
+if want parity; then
+  parity_bin=$(cargo test --test parity --no-run --message-format=json 2>/dev/null |
+    python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "parity":
+        print(m["executable"])')
+  for kind in containerd1 containerd2 crio; do
+    kind_wanted "$kind" || continue
+    with_parity "$kind" "$parity_bin" --ignored --exact kubelet_and_crilet_agree_over_the_corpus \
+      --nocapture >"$OUT/parity-$kind" 2>&1 || true
+    echo "== parity [$kind]: $(grep -E '^parity \[.*differences' "$OUT/parity-$kind" || echo "did not finish, see $OUT/parity-$kind")"
+  done
+fi
 pick() { # FILE PATTERN -> the first matching line, squeezed
   grep -m1 -- "$2" "$1" 2>/dev/null | tr -s ' ' | sed 's/^ //' || true
 }

@@ -67,8 +67,6 @@ pub fn to_core(mut event: Value) -> Value {
     if map.contains_key("apiVersion") {
         map.insert("apiVersion".into(), "v1".into());
     }
-    // The Recorder needs an action; the kubelet's Events carry none.
-    map.remove("action");
     let has_source = map
         .get("source")
         .and_then(Value::as_object)
@@ -218,6 +216,7 @@ mod tests {
             "series": {"count": 3, "lastObservedTime": "2026-01-01T00:01:00.000000Z"},
             "reportingComponent": "kubelet",
             "reportingInstance": "node-1",
+            "action": "StartContainer",
             "reason": "BackOff",
             "type": "Warning",
             "message": "Back-off restarting failed container main",
@@ -225,11 +224,9 @@ mod tests {
             "source": {"component": "kubelet", "host": "node-1"},
         });
         assert_eq!(core, want);
-        // Back, with the source the server keeps as deprecatedSource, and
-        // without the action, which the kubelet's Events do not carry.
+        // Back, with the source the server keeps as deprecatedSource.
         let mut back = v1;
         back["deprecatedSource"] = json!({"component": "kubelet", "host": "node-1"});
-        back.as_object_mut().unwrap().remove("action");
         assert_eq!(from_core(core), back);
     }
 

@@ -12,8 +12,10 @@
 //! the hook), and where one step's outcome has several messages under one
 //! reason (a `Failed` start), the outcome itself (ErrImagePull,
 //! ImagePullBackOff, ...), so that distinct messages never share a series.
-//! The action stays in crilet: the Events written to the API server carry
-//! none, as the kubelet's (`kube_events_core`).
+//! The action is written with the Event: the API server requires one on an
+//! Event with an eventTime, which kube-runtime's Recorder always sets (the
+//! kubelet writes the older form, without either; see
+//! docs/kubelet-differences.md).
 //!
 //! Invariant: pure; every message is built here and nowhere else, but the
 //! probes' (`prober::probe_events`).
