@@ -1,7 +1,8 @@
 //! Killing one container as the kubelet's `killContainer` does (its
 //! preStop hook first, its time taken out of the grace period, then
-//! StopContainer with at least 2 s), and running a postStart hook. Part of
-//! the pod worker.
+//! StopContainer with at least 2 s; a pod's termination waits for each
+//! container's turn in between), and running a postStart hook. Part of the
+//! pod worker.
 //!
 //! Invariant: a hook never outlives the grace period it was given, and a
 //! failing hook never stops the stop: preStop failures are logged and
@@ -67,6 +68,23 @@ pub async fn kill_container(
     why: Option<&str>,
     grace: i64,
 ) -> Result<(), RuntimeError> {
+    let grace = begin_kill(ctx, pod, pod_ip, id, name, why, grace).await;
+    stop_container(ctx, id, grace).await
+}
+
+/// The first half of a kill: the `Killing` event, then the preStop hook
+/// (bounded by the grace period). Returns the whole seconds of grace left.
+/// A pod's termination runs this for every container at once, then stops
+/// each in its turn ([`stop_container`]).
+pub async fn begin_kill(
+    ctx: &WorkerContext,
+    pod: Option<&Pod>,
+    pod_ip: &str,
+    id: &str,
+    name: &str,
+    why: Option<&str>,
+    grace: i64,
+) -> i64 {
     if let Some(p) = pod {
         ctx.container_event(p, name, kubelet_events::killing(name, why));
     }
@@ -102,6 +120,12 @@ pub async fn kill_container(
         }
         grace -= started.elapsed().as_secs() as i64;
     }
+    grace
+}
+
+/// The second half of a kill: StopContainer with `grace` seconds, at least
+/// 2 s. A container already gone counts as stopped.
+pub async fn stop_container(ctx: &WorkerContext, id: &str, grace: i64) -> Result<(), RuntimeError> {
     let grace = grace.max(MINIMUM_GRACE_PERIOD_SECONDS);
     match ctx
         .runtime

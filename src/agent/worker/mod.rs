@@ -152,6 +152,8 @@ pub fn desired_pod(pod: &Pod) -> DesiredPod {
             .map(|c| DesiredContainer {
                 name: c.name.clone(),
                 hash: mapping::container_hash(c),
+                restartable: pod::is_restartable_init_container(c),
+                startup_probe: c.startup_probe.is_some(),
             })
             .collect()
     };
@@ -305,7 +307,11 @@ impl Worker {
         }
         let desired = desired_pod(pod);
         let now = now_nanos();
-        let planned = plan::plan(&desired, &obs.to_plan_input(), &self.backoff, now);
+        let mut observed = obs.to_plan_input();
+        if let Some(p) = &self.prober {
+            observed.startup_succeeded = p.startup_succeeded();
+        }
+        let planned = plan::plan(&desired, &observed, &self.backoff, now);
         let mut result = Ok(());
         for w in &planned.waiting {
             let desc = kubelet_events::pod_desc(pod::name(pod), pod::namespace(pod), uid);
@@ -338,7 +344,15 @@ impl Worker {
             tracing::info!(pod = %pod::full_name(pod), uid, ?action, "pod action");
             if let Err(e) = self.act(pod, &obs, &mut current, action).await {
                 result = Err(e);
-                break;
+                // A sidecar that cannot start holds back nothing after it
+                // (the kubelet goes on too); anything else stops the pass.
+                let kind = match action {
+                    Action::StartContainer { kind, .. } => Some(*kind),
+                    _ => None,
+                };
+                if kind != Some(ContainerKind::Sidecar) {
+                    break;
+                }
             }
         }
         let obs = if planned.actions.is_empty() {
@@ -383,8 +397,13 @@ impl Worker {
             Action::KillContainer { id, name, reason } => {
                 tracing::info!(pod = %pod::full_name(pod), container = name, reason, "killing container");
                 let grace = mapping::termination_grace_period(pod);
-                let why = (reason == plan::SPEC_CHANGED)
-                    .then(|| kubelet_events::definition_changed(name));
+                let why = match reason.as_str() {
+                    plan::SPEC_CHANGED => Some(kubelet_events::definition_changed(name)),
+                    plan::SIDECAR_SPEC_CHANGED => {
+                        Some(kubelet_events::init_definition_changed(name))
+                    }
+                    _ => None,
+                };
                 let (ctx, ip) = (&self.ctx, &self.pod_ip);
                 kill_container(ctx, Some(pod), ip, id, name, why.as_deref(), grace).await
             }
@@ -585,3 +604,6 @@ mod hooks_tests;
 
 #[cfg(test)]
 mod events_tests;
+
+#[cfg(test)]
+mod sidecar_tests;
