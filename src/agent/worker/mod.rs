@@ -330,6 +330,17 @@ impl Worker {
                 },
             );
         }
+        // Killing a pod takes up to its grace period (sidecars stop only
+        // after the app containers): the status says first what the kill
+        // is about, as the kubelet's does (it writes the status before
+        // acting), instead of showing the finished containers running.
+        if planned
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::KillPod { .. }))
+        {
+            self.write_status(pod, &obs, start).await;
+        }
         let mut current = obs
             .sandboxes
             .iter()
