@@ -205,3 +205,46 @@ async fn on_termination_sidecars_wait_for_main_then_stop_last_first() {
     // main: 10 - 3 (its preStop); each sidecar: 10 - 3 (waiting for main).
     assert_eq!(timeouts, [7, 7, 7]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_sidecar_failing_liveness_is_killed_and_restarted_even_in_a_never_pod() {
+    let root = tempfile::tempdir().unwrap();
+    let handlers = Arc::new(FakeHandlers::new());
+    handlers.push_probe(crate::prober::handlers::ProbeOutcome::Failure(
+        "no pulse".into(),
+    ));
+    let rt = fake();
+    let mut w = worker_with(rt.clone(), root.path(), handlers.clone());
+    let mut pod = sidecar_pod("Never", json!({}));
+    let probe = json!({"exec": {"command": ["live"]}, "failureThreshold": 1, "terminationGracePeriodSeconds": 5});
+    let s1 = &mut pod.spec.as_mut().unwrap().init_containers.as_mut().unwrap()[0];
+    s1.liveness_probe = Some(serde_json::from_value(probe).unwrap());
+    apply_api_defaults(&mut pod);
+    run_to_main(&mut w, &rt, &pod).await;
+    let main = id_of(&rt, "main").await;
+    let first = containers(&rt)
+        .await
+        .into_iter()
+        .find(|c| c.0 == "s1")
+        .unwrap()
+        .3;
+
+    // The probe runs (and fails) as soon as it sees s1; the next sync acts.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    w.sync(&pod).await.unwrap();
+    let stops: Vec<_> = rt.stop_timeouts();
+    assert_eq!(
+        stops,
+        [(first, Duration::from_secs(5))],
+        "the probe's grace"
+    );
+    let now = containers(&rt).await;
+    let s1: Vec<_> = now.iter().filter(|c| c.0 == "s1").collect();
+    assert_eq!(s1.len(), 2, "{now:?}");
+    assert_eq!((s1[1].1, s1[1].2), (1, ContainerState::Running));
+    assert!(
+        now.iter()
+            .any(|c| c.3 == main && c.2 == ContainerState::Running)
+    );
+    assert_eq!(phase(&w), "Running");
+}
