@@ -502,9 +502,9 @@ fn conditions(
     let incomplete = inits.iter().filter(|c| {
         let s = status_of(c);
         if is_restartable_init_container(c) {
-            !s.is_some_and(|s| s.started == Some(true))
+            s.is_none_or(|s| s.started != Some(true))
         } else {
-            !s.is_some_and(|s| s.ready)
+            s.is_none_or(|s| !s.ready)
         }
     });
     let incomplete = list(incomplete.map(|c| c.name.as_str()).collect());
@@ -524,7 +524,7 @@ fn conditions(
     let sidecars = inits
         .iter()
         .filter(|c| is_restartable_init_container(c))
-        .filter_map(|c| status_of(c));
+        .filter_map(status_of);
     let unready = sidecars.chain(app).filter(|s| !s.ready);
     let unready = list(unready.map(|s| s.name.as_str()).collect());
     let ready = |kind| match &unready {

@@ -480,7 +480,7 @@ fn probes_and_hooks_on_an_init_container_need_restart_policy_always() {
     .iter()
     .map(|f| (format!("spec.initContainers[0].{f}"), forbidden.to_string()))
     .collect();
-    assert_eq!(problems.iter().cloned().collect::<Vec<_>>(), want);
+    assert_eq!(problems, want);
     // As a sidecar the same container is valid.
     init(&mut pod).restart_policy = Some("Always".into());
     init(&mut pod).lifecycle = None;
