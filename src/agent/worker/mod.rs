@@ -38,7 +38,7 @@ use crate::kuberuntime::termination::message_source;
 use crate::pod::view::StatusCache;
 use crate::pod::{self, Pod};
 use crate::prober::handlers::HookRunner;
-use crate::prober::manager::{PodProber, ProberContext, kill_message};
+use crate::prober::manager::{PodProber, ProberContext};
 use hooks::kill_container;
 use start::pull_key;
 use stop::kill_all;
@@ -449,45 +449,6 @@ impl Worker {
                 .await
             }
         }
-    }
-
-    /// Kills the containers whose liveness or startup probe failed (only
-    /// the instance that failed); the plan then restarts them per
-    /// restartPolicy with back-off. True when something was killed. A kill
-    /// that fails keeps its failure (and the ones after it) for the retry.
-    async fn kill_unhealthy(&mut self, pod: &Pod, obs: &Observation) -> Result<bool, RuntimeError> {
-        let mut unhealthy = self
-            .prober
-            .as_ref()
-            .map(|p| p.take_unhealthy())
-            .unwrap_or_default()
-            .into_iter();
-        let mut killed = false;
-        while let Some(u) = unhealthy.next() {
-            let running = obs
-                .containers
-                .iter()
-                .any(|c| c.id == u.container_id && c.state == ContainerState::Running);
-            if !running {
-                continue;
-            }
-            tracing::info!(pod = %pod::full_name(pod), uid = pod::uid(pod), container = %u.container, probe = u.probe_type.as_str(), output = %u.output, "{}", kill_message(&u));
-            let grace = u
-                .grace
-                .unwrap_or_else(|| mapping::termination_grace_period(pod));
-            let why = kill_message(&u);
-            let (ctx, ip) = (&self.ctx, &self.pod_ip);
-            let (id, name) = (&u.container_id, &u.container);
-            let result = kill_container(ctx, Some(pod), ip, id, name, Some(&why), grace).await;
-            if let Err(e) = result {
-                if let Some(p) = &self.prober {
-                    p.return_unhealthy(std::iter::once(u).chain(unhealthy).collect());
-                }
-                return Err(e);
-            }
-            killed = true;
-        }
-        Ok(killed)
     }
 
     async fn write_status(&mut self, pod: &Pod, obs: &Observation, start: jiff::Timestamp) {
