@@ -4,9 +4,9 @@
 //! pod's containers, observation and dead-container GC.
 //!
 //! Invariant: the pure files (`labels`, `mapping`, `plan`, `backoff`,
-//! `status`, `termination`, `termination_order`, `observe`,
+//! `status`, `phase`, `termination`, `termination_order`, `observe`,
 //! `container_gc`) do no I/O, read no clock and are not async. Their
-//! drivers: the pod worker (`agent/worker`: `plan`, `status`,
+//! drivers: the pod worker (`agent/worker`: `plan`, `status` and `phase`,
 //! `termination_order`), `observe_driver` (the runtime reads),
 //! `termination_files` (the termination-message files on the host) and
 //! `container_gc_driver` (the dead-container GC loop).
@@ -18,6 +18,7 @@ pub mod labels;
 pub mod mapping;
 pub mod observe;
 pub mod observe_driver;
+pub mod phase;
 pub mod plan;
 pub mod status;
 pub mod termination;
