@@ -160,6 +160,12 @@ pub fn definition_changed(container: &str) -> String {
     format!("Container {container} definition changed, will be restarted")
 }
 
+/// The Killing message for a sidecar whose spec changed (restarted
+/// whatever the pod's restartPolicy, so the kubelet says nothing of it).
+pub fn init_definition_changed(container: &str) -> String {
+    format!("Init container {container} definition changed")
+}
+
 /// The Killing message after a failed postStart hook (the kubelet passes
 /// the reason as the message).
 pub const FAILED_POST_START_HOOK: &str = "FailedPostStartHook";

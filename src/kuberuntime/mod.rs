@@ -1,14 +1,15 @@
 //! The kubelet's pod semantics over CRI (`pkg/kubelet/kuberuntime`): the
 //! `io.kubernetes.*` labels, the Pod -> CRI mapping, the plan, crash
-//! back-off, pod status, termination messages, observation and
-//! dead-container GC.
+//! back-off, pod status, termination messages, the termination order of a
+//! pod's containers, observation and dead-container GC.
 //!
 //! Invariant: the pure files (`labels`, `mapping`, `plan`, `backoff`,
-//! `status`, `termination`, `observe`, `container_gc`) do no I/O, read no
-//! clock and are not async; each has its driver beside it:
-//! `observe_driver` (the runtime reads), `termination_files` (the
-//! termination-message files on the host) and `container_gc_driver` (the
-//! dead-container GC loop).
+//! `status`, `phase`, `termination`, `termination_order`, `observe`,
+//! `container_gc`) do no I/O, read no clock and are not async. Their
+//! drivers: the pod worker (`agent/worker`: `plan`, `status` and `phase`,
+//! `termination_order`), `observe_driver` (the runtime reads),
+//! `termination_files` (the termination-message files on the host) and
+//! `container_gc_driver` (the dead-container GC loop).
 
 pub mod backoff;
 pub mod container_gc;
@@ -17,7 +18,9 @@ pub mod labels;
 pub mod mapping;
 pub mod observe;
 pub mod observe_driver;
+pub mod phase;
 pub mod plan;
 pub mod status;
 pub mod termination;
 pub mod termination_files;
+pub mod termination_order;

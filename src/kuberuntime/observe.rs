@@ -25,7 +25,9 @@ pub struct Observation {
 }
 
 impl Observation {
-    /// The plan's view: states, attempts, hashes, exit codes.
+    /// The plan's view: states, attempts, hashes, exit codes. No container
+    /// has passed a startup probe here: the prober knows that, and the
+    /// caller adds it.
     pub fn to_plan_input(&self) -> ObservedPod {
         ObservedPod {
             sandboxes: self
@@ -57,6 +59,7 @@ impl Observation {
                     })
                 })
                 .collect(),
+            startup_succeeded: Default::default(),
         }
     }
 }

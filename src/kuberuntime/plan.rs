@@ -1,9 +1,22 @@
 //! The pod plan: given what a pod should be and what the runtime has for
-//! it, the next CRI actions. This is the kubelet's "compute pod actions".
+//! it, the next CRI actions. This is the kubelet's "compute pod actions"
+//! (`computePodActions`, and `computeInitContainerActions` for the init
+//! containers, sidecars included).
 //!
 //! Invariant: pure. The worker observes the runtime, calls `plan`, runs the
 //! actions, and observes again; nothing here remembers anything between
-//! calls except what the caller passes in (`BackOff`).
+//! calls except what the caller passes in (`BackOff`, and which containers
+//! passed their startup probe).
+//!
+//! Sidecars (init containers with `restartPolicy: Always`) start in their
+//! place among the init containers, but the next one does not wait for them
+//! to exit, only for them to be *started*: running, and past their startup
+//! probe if they have one (a postStart hook has run by then: the worker runs
+//! it inside the start). They are restarted, with crash back-off, whenever
+//! they exit, whatever the pod's restartPolicy, but they never keep a pod
+//! alive: once no app container runs or will run, the pod is killed.
+
+use std::collections::BTreeSet;
 
 use super::backoff::BackOff;
 use crate::cri::types::{ContainerState, PodSandboxState};
@@ -33,6 +46,23 @@ pub struct DesiredContainer {
     pub name: String,
     /// The spec hash (`io.kubernetes.container.hash`).
     pub hash: u64,
+    /// An init container with `restartPolicy: Always`: a sidecar.
+    pub restartable: bool,
+    /// It has a startup probe: a sidecar counts as started only once the
+    /// probe succeeded for the running instance.
+    pub startup_probe: bool,
+}
+
+impl DesiredContainer {
+    /// A container without probes; a sidecar when `restartable`.
+    pub fn new(name: impl Into<String>, hash: u64, restartable: bool) -> Self {
+        DesiredContainer {
+            name: name.into(),
+            hash,
+            restartable,
+            startup_probe: false,
+        }
+    }
 }
 
 /// What the plan needs of the pod spec.
@@ -70,6 +100,9 @@ pub struct ObservedContainer {
 pub struct ObservedPod {
     pub sandboxes: Vec<ObservedSandbox>,
     pub containers: Vec<ObservedContainer>,
+    /// IDs of the containers whose startup probe has succeeded (the
+    /// prober's results; a container without a startup probe is not here).
+    pub startup_succeeded: BTreeSet<String>,
 }
 
 impl ObservedPod {
@@ -109,8 +142,21 @@ impl ObservedPod {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ContainerKind {
+    /// An init container that runs to completion.
     Init,
+    /// An init container with `restartPolicy: Always`.
+    Sidecar,
     App,
+}
+
+impl ContainerKind {
+    fn of_init(c: &DesiredContainer) -> Self {
+        if c.restartable {
+            ContainerKind::Sidecar
+        } else {
+            ContainerKind::Init
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,6 +187,10 @@ pub enum Action {
 /// The `KillContainer` reason of a container whose spec changed (its
 /// `Killing` event says so).
 pub const SPEC_CHANGED: &str = "container spec changed";
+/// The same for a running sidecar (the kubelet words its event apart).
+pub const SIDECAR_SPEC_CHANGED: &str = "sidecar spec changed";
+/// The `KillContainer` reason of a container created but never started.
+pub const NEVER_STARTED: &str = "created but never started";
 
 /// A container held back by the crash back-off.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,59 +259,39 @@ pub fn plan(desired: &DesiredPod, observed: &ObservedPod, backoff: &BackOff, now
         plan_new_sandbox(desired, observed, latest.map(|s| s.attempt + 1), &mut out);
         return out;
     };
+    let ctx = Ctx {
+        desired,
+        observed,
+        sandbox: &sandbox.id,
+        backoff,
+        now,
+    };
 
-    // Init containers: one at a time, in order, each to completion.
-    for init in &desired.init_containers {
-        match observed.latest_in(&sandbox.id, &init.name) {
-            None => {
-                out.actions
-                    .push(start(observed, ContainerKind::Init, &init.name));
-                return out;
-            }
-            Some(c) if matches!(c.state, ContainerState::Running | ContainerState::Created) => {
-                return out; // still working
-            }
-            Some(c) if c.state == ContainerState::Exited && c.exit_code == 0 => continue,
-            Some(c) => {
-                if desired.restart_policy == RestartPolicy::Never {
-                    out.actions.push(Action::KillPod {
-                        reason: format!("init container {} failed", init.name),
-                    });
-                    return out;
-                }
-                match backoff.blocked_until(&init.name, c.finished_at, now) {
-                    Some(until) => out.waiting.push(Waiting {
-                        name: init.name.clone(),
-                        until,
-                    }),
-                    None => out
-                        .actions
-                        .push(start(observed, ContainerKind::Init, &init.name)),
-                }
-                return out;
-            }
-        }
+    // Init containers (sidecars included); app containers only once the
+    // pod is initialized.
+    if !plan_init_containers(&ctx, &mut out) {
+        return out;
     }
 
     // App containers.
     let mut keep = 0;
+    let mut app_starts = 0;
     for want in &desired.containers {
         match observed.latest_in(&sandbox.id, &want.name) {
-            None => out
-                .actions
-                .push(start(observed, ContainerKind::App, &want.name)),
+            None => {
+                app_starts += 1;
+                out.actions
+                    .push(start(observed, ContainerKind::App, &want.name));
+            }
             Some(c) if c.state == ContainerState::Running && c.hash == want.hash => keep += 1,
             Some(c) if matches!(c.state, ContainerState::Running | ContainerState::Created) => {
                 let reason = if c.hash != want.hash {
                     SPEC_CHANGED
                 } else {
-                    "created but never started"
+                    NEVER_STARTED
                 };
-                out.actions.push(Action::KillContainer {
-                    id: c.id.clone(),
-                    name: c.name.clone(),
-                    reason: reason.into(),
-                });
+                out.actions.push(kill(c, reason));
+                app_starts += 1;
                 out.actions
                     .push(start(observed, ContainerKind::App, &want.name));
             }
@@ -277,9 +307,11 @@ pub fn plan(desired: &DesiredPod, observed: &ObservedPod, backoff: &BackOff, now
                             until,
                         });
                     }
-                    None => out
-                        .actions
-                        .push(start(observed, ContainerKind::App, &want.name)),
+                    None => {
+                        app_starts += 1;
+                        out.actions
+                            .push(start(observed, ContainerKind::App, &want.name));
+                    }
                 }
             }
         }
@@ -289,23 +321,163 @@ pub fn plan(desired: &DesiredPod, observed: &ObservedPod, backoff: &BackOff, now
         let wanted = desired.containers.iter().any(|d| d.name == c.name)
             || desired.init_containers.iter().any(|d| d.name == c.name);
         if !wanted && c.state == ContainerState::Running {
-            out.actions.push(Action::KillContainer {
-                id: c.id.clone(),
-                name: c.name.clone(),
-                reason: "not in the pod spec".into(),
-            });
+            out.actions.push(kill(c, "not in the pod spec"));
         }
     }
-    let starting = out
-        .actions
-        .iter()
-        .any(|a| matches!(a, Action::StartContainer { .. }));
-    if keep == 0 && !starting {
+    if keep == 0 && app_starts == 0 {
+        // Sidecars do not keep a pod alive: none is restarted, none waits,
+        // and killing the pod stops them (after the app containers).
+        out.actions
+            .retain(|a| matches!(a, Action::RemoveSandbox { .. }));
+        out.waiting.clear();
         out.actions.push(Action::KillPod {
             reason: "all containers have terminated and none will restart".into(),
         });
     }
     out
+}
+
+/// What one planning pass reads.
+struct Ctx<'a> {
+    desired: &'a DesiredPod,
+    observed: &'a ObservedPod,
+    /// The ready sandbox the containers run in.
+    sandbox: &'a str,
+    backoff: &'a BackOff,
+    now: i64,
+}
+
+/// The init containers' actions (the kubelet's computeInitContainerActions):
+/// the next init container once the one before it is done (a regular one
+/// exited 0, a sidecar started), every sidecar that exited restarted, a
+/// failed regular one retried (or the pod killed under restartPolicy
+/// Never). True when the pod is initialized: its app containers may start.
+///
+/// The init containers are read from the last to the first, as the kubelet
+/// reads them: finished ones may have been removed, so the furthest one with
+/// a container says how far initialization got, and every one before it
+/// counts as done (only its sidecars are kept running). An app container in
+/// the current sandbox means the pod was initialized before. Unlike the
+/// kubelet, which cannot tell an exited app container of an older sandbox
+/// from one of the current sandbox and so counts only running and created
+/// ones, an exited one counts too: the app containers then restart (or the
+/// pod ends) without waiting for the last sidecar to start again.
+fn plan_init_containers(ctx: &Ctx, out: &mut Plan) -> bool {
+    let inits = &ctx.desired.init_containers;
+    let Some(last) = inits.len().checked_sub(1) else {
+        return true;
+    };
+    let latest = |name: &str| ctx.observed.latest_in(ctx.sandbox, name);
+    let mut initialized = ctx
+        .desired
+        .containers
+        .iter()
+        .any(|c| latest(&c.name).is_some());
+    let mut reached = initialized;
+    let mut kills = Vec::new();
+    let mut starts = Vec::new();
+    for (i, init) in inits.iter().enumerate().rev() {
+        let Some(c) = latest(&init.name) else {
+            if reached && init.restartable {
+                starts.push(i);
+            }
+            continue;
+        };
+        if reached && !init.restartable {
+            continue;
+        }
+        match c.state {
+            ContainerState::Created => {
+                kills.push(kill(c, NEVER_STARTED));
+                starts.push(i);
+            }
+            ContainerState::Running if !init.restartable => {} // still working
+            ContainerState::Running => {
+                let started = !init.startup_probe || ctx.observed.startup_succeeded.contains(&c.id);
+                if started {
+                    if i == last {
+                        initialized = true;
+                    } else if !reached {
+                        starts.push(i + 1);
+                    }
+                    if c.hash != init.hash {
+                        kills.push(kill(c, SIDECAR_SPEC_CHANGED));
+                        starts.push(i);
+                    }
+                }
+                // Not started yet: the next one waits (a failed startup
+                // probe has the worker kill it; it then restarts as exited).
+            }
+            ContainerState::Exited if init.restartable => starts.push(i),
+            ContainerState::Exited if c.exit_code != 0 => {
+                if ctx.desired.restart_policy == RestartPolicy::Never {
+                    out.actions.push(Action::KillPod {
+                        reason: format!("init container {} failed", init.name),
+                    });
+                    return false;
+                }
+                starts.push(i);
+            }
+            ContainerState::Exited => {
+                if i == last {
+                    initialized = true;
+                } else {
+                    starts.push(i + 1);
+                }
+            }
+            ContainerState::Unknown => {
+                if !init.restartable && ctx.desired.restart_policy == RestartPolicy::Never {
+                    out.actions.push(Action::KillPod {
+                        reason: format!("init container {} is in an unknown state", init.name),
+                    });
+                    return false;
+                }
+                kills.push(kill(c, "unknown state"));
+                starts.push(i);
+            }
+        }
+        reached = true;
+    }
+    if !reached {
+        starts.push(0);
+    }
+    out.actions.extend(kills);
+    // Found last to first; started in spec order.
+    for &i in starts.iter().rev() {
+        start_init(ctx, &inits[i], out);
+    }
+    initialized
+}
+
+/// Starts init container `init` unless the crash back-off holds it.
+fn start_init(ctx: &Ctx, init: &DesiredContainer, out: &mut Plan) {
+    let exited = ctx
+        .observed
+        .latest_in(ctx.sandbox, &init.name)
+        .filter(|c| c.state == ContainerState::Exited);
+    let blocked = exited.and_then(|c| {
+        ctx.backoff
+            .blocked_until(&init.name, c.finished_at, ctx.now)
+    });
+    match blocked {
+        Some(until) => out.waiting.push(Waiting {
+            name: init.name.clone(),
+            until,
+        }),
+        None => out.actions.push(start(
+            ctx.observed,
+            ContainerKind::of_init(init),
+            &init.name,
+        )),
+    }
+}
+
+fn kill(c: &ObservedContainer, reason: &str) -> Action {
+    Action::KillContainer {
+        id: c.id.clone(),
+        name: c.name.clone(),
+        reason: reason.into(),
+    }
 }
 
 /// No ready sandbox: make one, unless the policy says the pod is finished.
@@ -353,9 +525,10 @@ fn plan_new_sandbox(
     });
     // A new sandbox reruns init containers from the first, as the kubelet does.
     match desired.init_containers.first() {
-        Some(first) => out
-            .actions
-            .push(start(observed, ContainerKind::Init, &first.name)),
+        Some(first) => {
+            let kind = ContainerKind::of_init(first);
+            out.actions.push(start(observed, kind, &first.name))
+        }
         None => {
             for c in to_start {
                 out.actions
@@ -368,3 +541,7 @@ fn plan_new_sandbox(
 #[cfg(test)]
 #[path = "plan_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "plan_sidecar_tests.rs"]
+mod sidecar_tests;

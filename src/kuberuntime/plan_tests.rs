@@ -1,18 +1,15 @@
-//! Table tests for `plan`: one row per branch.
+//! Table tests for `plan`: one row per branch (sidecars: `plan_sidecar_tests`).
 
 use super::*;
 
-const S: i64 = 1_000_000_000;
-const NOW: i64 = 1_000 * S;
+pub(super) const S: i64 = 1_000_000_000;
+pub(super) const NOW: i64 = 1_000 * S;
 
 fn want(name: &str, hash: u64) -> DesiredContainer {
-    DesiredContainer {
-        name: name.into(),
-        hash,
-    }
+    DesiredContainer::new(name, hash, false)
 }
 
-fn pod(policy: RestartPolicy, inits: &[&str], apps: &[&str]) -> DesiredPod {
+pub(super) fn pod(policy: RestartPolicy, inits: &[&str], apps: &[&str]) -> DesiredPod {
     DesiredPod {
         restart_policy: policy,
         init_containers: inits.iter().map(|n| want(n, 1)).collect(),
@@ -20,7 +17,7 @@ fn pod(policy: RestartPolicy, inits: &[&str], apps: &[&str]) -> DesiredPod {
     }
 }
 
-fn sandbox(id: &str, attempt: u32, ready: bool) -> ObservedSandbox {
+pub(super) fn sandbox(id: &str, attempt: u32, ready: bool) -> ObservedSandbox {
     ObservedSandbox {
         id: id.into(),
         attempt,
@@ -33,7 +30,13 @@ fn sandbox(id: &str, attempt: u32, ready: bool) -> ObservedSandbox {
     }
 }
 
-fn ctr(sb: &str, name: &str, attempt: u32, state: ContainerState, exit: i32) -> ObservedContainer {
+pub(super) fn ctr(
+    sb: &str,
+    name: &str,
+    attempt: u32,
+    state: ContainerState,
+    exit: i32,
+) -> ObservedContainer {
     ObservedContainer {
         id: format!("{name}-{attempt}"),
         sandbox_id: sb.into(),
@@ -48,22 +51,26 @@ fn ctr(sb: &str, name: &str, attempt: u32, state: ContainerState, exit: i32) -> 
     }
 }
 
-fn running(sb: &str, name: &str, attempt: u32) -> ObservedContainer {
+pub(super) fn running(sb: &str, name: &str, attempt: u32) -> ObservedContainer {
     ctr(sb, name, attempt, ContainerState::Running, 0)
 }
 
-fn exited(sb: &str, name: &str, attempt: u32, code: i32) -> ObservedContainer {
+pub(super) fn exited(sb: &str, name: &str, attempt: u32, code: i32) -> ObservedContainer {
     ctr(sb, name, attempt, ContainerState::Exited, code)
 }
 
-fn observed(sandboxes: Vec<ObservedSandbox>, containers: Vec<ObservedContainer>) -> ObservedPod {
+pub(super) fn observed(
+    sandboxes: Vec<ObservedSandbox>,
+    containers: Vec<ObservedContainer>,
+) -> ObservedPod {
     ObservedPod {
         sandboxes,
         containers,
+        ..ObservedPod::default()
     }
 }
 
-fn start(kind: ContainerKind, name: &str, attempt: u32, restart: bool) -> Action {
+pub(super) fn start(kind: ContainerKind, name: &str, attempt: u32, restart: bool) -> Action {
     Action::StartContainer {
         kind,
         name: name.into(),
@@ -73,15 +80,15 @@ fn start(kind: ContainerKind, name: &str, attempt: u32, restart: bool) -> Action
     }
 }
 
-fn app(name: &str, attempt: u32) -> Action {
+pub(super) fn app(name: &str, attempt: u32) -> Action {
     start(ContainerKind::App, name, attempt, attempt > 0)
 }
 
-fn init(name: &str, attempt: u32) -> Action {
+pub(super) fn init(name: &str, attempt: u32) -> Action {
     start(ContainerKind::Init, name, attempt, attempt > 0)
 }
 
-fn kinds(p: &Plan) -> Vec<String> {
+pub(super) fn kinds(p: &Plan) -> Vec<String> {
     p.actions
         .iter()
         .map(|a| match a {
@@ -95,7 +102,7 @@ fn kinds(p: &Plan) -> Vec<String> {
 }
 
 /// A back-off that blocks `name` (it restarted recently).
-fn backing_off(name: &str) -> BackOff {
+pub(super) fn backing_off(name: &str) -> BackOff {
     let mut b = BackOff::default();
     b.next(name, NOW - 6 * S);
     b

@@ -14,9 +14,15 @@
 //! [`container_readiness`]. A container without probes is started and ready
 //! exactly when it runs.
 //!
-//! Not supported yet: restartable init containers (sidecars are treated as
-//! ordinary init containers, ready once they exited 0), readiness gates, and
-//! pod-level resources in the QoS class.
+//! Sidecars (init containers with `restartPolicy: Always`) are reported as
+//! the kubelet reports them: `started` and `ready` from their probes, like
+//! app containers; they count for the pod's Initialized condition once
+//! started and for Ready and ContainersReady like app containers; the pod
+//! phase ignores one that terminated (a Never or OnFailure pod whose app
+//! containers are done is Succeeded or Failed whatever its sidecars did).
+//!
+//! Not supported yet: readiness gates, and pod-level resources in the QoS
+//! class.
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
@@ -31,15 +37,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::labels::{CONTAINER_RESTART_COUNT_ANNOTATION, ContainerLabels};
 use super::mapping::qos_class;
+use super::phase::{any_app_started, find, spec_of};
 use super::plan::RestartPolicy;
 use super::termination::{cap_message, message_cap};
 use crate::cri::types::{ContainerState, ContainerStatus};
+use crate::pod::is_restartable_init_container;
 use crate::prober::{ContainerProbeResults, container_readiness};
 
-pub const PENDING: &str = "Pending";
-pub const RUNNING: &str = "Running";
-pub const SUCCEEDED: &str = "Succeeded";
-pub const FAILED: &str = "Failed";
+pub use super::phase::{FAILED, PENDING, RUNNING, SUCCEEDED, pod_phase};
 
 pub const CONTAINER_CREATING: &str = "ContainerCreating";
 pub const POD_INITIALIZING: &str = "PodInitializing";
@@ -92,11 +97,11 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
     let (inits, apps, policy) = spec_of(input.pod);
     let init: Vec<_> = inits
         .iter()
-        .map(|c| container_status(input, c, true, policy))
+        .map(|c| container_status(input, c, Role::of_init(c), policy))
         .collect();
     let app: Vec<_> = apps
         .iter()
-        .map(|c| container_status(input, c, false, policy))
+        .map(|c| container_status(input, c, Role::App, policy))
         .collect();
     let phase = pod_phase(input.pod, &init, &app);
 
@@ -121,16 +126,36 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
     }
 }
 
+/// What a spec container is to the pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    App,
+    /// An init container that runs to completion.
+    Init,
+    /// An init container with `restartPolicy: Always`.
+    Sidecar,
+}
+
+impl Role {
+    fn of_init(c: &Container) -> Role {
+        if is_restartable_init_container(c) {
+            Role::Sidecar
+        } else {
+            Role::Init
+        }
+    }
+}
+
 /// The status of one spec container. The current container is the newest
 /// runtime container of that name (highest attempt, then newest); the one
 /// before it supplies lastState. `started` and `ready` come from the probe
-/// results ([`container_readiness`]), except that an init container is
-/// ready once it terminated with exit code 0 (the kubelet's rule for
-/// non-restartable init containers).
+/// results ([`container_readiness`]), except that an init container that
+/// runs to completion is ready once it terminated with exit code 0 (the
+/// kubelet's rule; a sidecar is ready as an app container is).
 fn container_status(
     input: &StatusInput,
     spec: &Container,
-    is_init: bool,
+    role: Role,
     policy: RestartPolicy,
 ) -> K8sContainerStatus {
     let mut runs: Vec<&ContainerStatus> = input
@@ -167,7 +192,7 @@ fn container_status(
             Some(c) => match c.state {
                 ContainerState::Running => false,
                 ContainerState::Created | ContainerState::Unknown => true,
-                ContainerState::Exited => will_restart(policy, is_init, c.exit_code),
+                ContainerState::Exited => will_restart(policy, role != Role::App, c.exit_code),
             },
         };
         if applies {
@@ -181,10 +206,9 @@ fn container_status(
     let running = state.running.is_some();
     let current_id = current.map(|c| c.id.as_str()).unwrap_or_default();
     let probed = container_readiness(running, current_id, input.probes.get(&spec.name));
-    let ready = if is_init {
-        state.terminated.as_ref().is_some_and(|t| t.exit_code == 0)
-    } else {
-        probed.ready
+    let ready = match role {
+        Role::Init => state.terminated.as_ref().is_some_and(|t| t.exit_code == 0),
+        Role::App | Role::Sidecar => probed.ready,
     };
     K8sContainerStatus {
         name: spec.name.clone(),
@@ -224,8 +248,11 @@ fn volume_mount_statuses(spec: &Container) -> Option<Vec<VolumeMountStatus>> {
 
 const RECURSIVE_READ_ONLY_DISABLED: &str = "Disabled";
 
-/// Whether the worker will start this exited container again (the kubelet's
-/// `ShouldContainerBeRestarted`; an init container that succeeded is done).
+/// Whether the status shows this exited container as waiting to start
+/// again (the kubelet's `ShouldContainerBeRestarted`, by the pod's policy;
+/// an init container that succeeded is done). The kubelet asks the same of
+/// a sidecar, so one that exited under restartPolicy Never, or exited 0,
+/// shows as terminated while it waits out its back-off.
 fn will_restart(policy: RestartPolicy, is_init: bool, exit_code: i32) -> bool {
     match policy {
         RestartPolicy::Always => !is_init || exit_code != 0,
@@ -325,143 +352,20 @@ fn seconds(t: Timestamp) -> Timestamp {
     Timestamp::from_second(t.as_second()).unwrap_or(t)
 }
 
-/// The init containers, app containers and restart policy of the spec.
-fn spec_of(pod: &Pod) -> (&[Container], &[Container], RestartPolicy) {
-    let spec = pod.spec.as_ref();
-    (
-        spec.and_then(|s| s.init_containers.as_deref())
-            .unwrap_or_default(),
-        spec.map(|s| s.containers.as_slice()).unwrap_or_default(),
-        RestartPolicy::parse(spec.and_then(|s| s.restart_policy.as_deref())),
-    )
-}
-
-fn find<'a>(statuses: &'a [K8sContainerStatus], name: &str) -> Option<&'a K8sContainerStatus> {
-    statuses.iter().find(|s| s.name == name)
-}
-
-fn succeeded(s: &K8sContainerStatus) -> bool {
-    let t = s.state.as_ref().and_then(|st| st.terminated.as_ref());
-    t.is_some_and(|t| t.exit_code == 0)
-}
-
-/// Whether any app container of the spec has run (running or terminated).
-fn any_app_started(pod: &Pod, app: &[K8sContainerStatus]) -> bool {
-    let started = |s: &K8sContainerState| s.running.is_some() || s.terminated.is_some();
-    let apps = spec_of(pod).1.iter().filter_map(|c| find(app, &c.name));
-    apps.into_iter()
-        .any(|s| s.state.as_ref().is_some_and(started))
-}
-
-/// A container status as `getPhase` reads it.
-enum Seen {
-    Running,
-    Terminated(i32),
-    /// Waiting after a termination (with that exit code): being restarted.
-    Restarting(i32),
-    Waiting,
-    /// No status, or a status without a state.
-    Unknown,
-}
-
-fn seen(s: Option<&K8sContainerStatus>) -> Seen {
-    let Some(st) = s.and_then(|s| s.state.as_ref()) else {
-        return Seen::Unknown;
-    };
-    let last = s.and_then(|s| s.last_state.as_ref()?.terminated.as_ref());
-    match (&st.running, &st.terminated, &st.waiting, last) {
-        (Some(_), _, _, _) => Seen::Running,
-        (_, Some(t), _, _) => Seen::Terminated(t.exit_code),
-        (_, _, Some(_), Some(t)) => Seen::Restarting(t.exit_code),
-        (_, _, Some(_), None) => Seen::Waiting,
-        _ => Seen::Unknown,
-    }
-}
-
-/// The pod phase, as the kubelet's `getPhase` computes it for a static pod.
-/// Statuses are matched to spec containers by name; a spec container with no
-/// status is "unknown".
-///
-/// Init containers, each classified as: *pending* (no status, running,
-/// waiting with no lastState, or anything else), *failed* (terminated with
-/// a non-zero code, or waiting after such a termination), or done.
-/// App containers are counted as *running*, *stopped* (terminated, or waiting
-/// with a terminated lastState, i.e. restarting), of which *succeeded* are
-/// terminated with code 0, *waiting* (waiting with no lastState) and
-/// *unknown*. The first matching row decides:
-///
-/// | # | condition                                                  | phase     |
-/// |---|------------------------------------------------------------|-----------|
-/// | 1 | failed init > 0 and restartPolicy Never                    | Failed    |
-/// | 2 | pending init > 0 and no app container running/terminated   | Pending   |
-/// | 3 | waiting > 0                                                | Pending   |
-/// | 4 | running > 0 and unknown = 0                                | Running   |
-/// | 5 | running = 0, stopped > 0, unknown = 0, policy Always       | Running   |
-/// | 6 | ... as 5, policy not Always, stopped = succeeded           | Succeeded |
-/// | 7 | ... as 5, policy Never, some failure                       | Failed    |
-/// | 8 | ... as 5, policy OnFailure, some failure (restarting)      | Running   |
-/// | 9 | anything else (no status at all, running with unknown)     | Pending   |
-pub fn pod_phase(
-    pod: &Pod,
-    init: &[K8sContainerStatus],
-    app: &[K8sContainerStatus],
-) -> &'static str {
-    let (inits, apps, policy) = spec_of(pod);
-    let (mut pending_init, mut failed_init) = (0, 0);
-    for c in inits {
-        match seen(find(init, &c.name)) {
-            Seen::Terminated(code) | Seen::Restarting(code) => {
-                failed_init += usize::from(code != 0)
-            }
-            _ => pending_init += 1,
-        }
-    }
-    let (mut running, mut stopped, mut succeeded, mut waiting, mut unknown) = (0, 0, 0, 0, 0);
-    for c in apps {
-        match seen(find(app, &c.name)) {
-            Seen::Running => running += 1,
-            Seen::Terminated(code) => {
-                stopped += 1;
-                succeeded += usize::from(code == 0);
-            }
-            Seen::Restarting(_) => stopped += 1,
-            Seen::Waiting => waiting += 1,
-            Seen::Unknown => unknown += 1,
-        }
-    }
-
-    if failed_init > 0 && policy == RestartPolicy::Never {
-        return FAILED;
-    }
-    if (pending_init > 0 && !any_app_started(pod, app)) || waiting > 0 {
-        return PENDING;
-    }
-    if running > 0 && unknown == 0 {
-        return RUNNING;
-    }
-    if running == 0 && stopped > 0 && unknown == 0 {
-        return match policy {
-            RestartPolicy::Always => RUNNING,
-            _ if stopped == succeeded => SUCCEEDED,
-            RestartPolicy::Never => FAILED,
-            RestartPolicy::OnFailure => RUNNING,
-        };
-    }
-    PENDING
-}
-
 /// The kubelet-owned conditions, in this order, each keeping its previous
 /// lastTransitionTime while its status is unchanged (else `now`):
 /// - PodReadyToStartContainers: the sandbox is ready.
-/// - Initialized: every init container terminated with code 0 (or there are
-///   none), or an app container has already run (init containers rerunning
-///   in a new sandbox do not un-initialize a pod); reason PodCompleted in
-///   phase Succeeded, else ContainersNotInitialized when False.
-/// - Ready and ContainersReady: every app container is ready (running and,
-///   per its probes, started and ready); reason PodCompleted (False) in
-///   phase Succeeded or Failed, else ContainersNotReady with "containers
-///   with unready status: [a b]" (spec order); Ready mirrors ContainersReady
-///   (no readiness gates).
+/// - Initialized: every init container is done (one that runs to completion
+///   terminated with code 0, a sidecar started), or there are none, or an
+///   app container has already run (init containers rerunning in a new
+///   sandbox, or a sidecar restarting, do not un-initialize a pod); reason
+///   PodCompleted in phase Succeeded, else ContainersNotInitialized with
+///   "containers with incomplete status: [a b]" when False.
+/// - Ready and ContainersReady: every sidecar and app container is ready
+///   (running and, per its probes, started and ready); reason PodCompleted
+///   (False) in phase Succeeded or Failed, else ContainersNotReady with
+///   "containers with unready status: [a b]" (sidecars first, each list in
+///   spec order); Ready mirrors ContainersReady (no readiness gates).
 /// - PodScheduled: always True (a static pod is bound to this node).
 fn conditions(
     input: &StatusInput,
@@ -469,15 +373,19 @@ fn conditions(
     app: &[K8sContainerStatus],
     phase: &str,
 ) -> Vec<PodCondition> {
-    let names = |v: &[K8sContainerStatus], pick: fn(&K8sContainerStatus) -> bool| {
-        let names: Vec<&str> = v
-            .iter()
-            .filter(|s| pick(s))
-            .map(|s| s.name.as_str())
-            .collect();
-        (!names.is_empty()).then(|| format!("[{}]", names.join(" ")))
-    };
-    let initialized = match names(init, |s| !succeeded(s)) {
+    let inits = spec_of(input.pod).0;
+    let list = |names: Vec<&str>| (!names.is_empty()).then(|| format!("[{}]", names.join(" ")));
+    let status_of = |c: &Container| find(init, &c.name);
+    let incomplete = inits.iter().filter(|c| {
+        let s = status_of(c);
+        if is_restartable_init_container(c) {
+            s.is_none_or(|s| s.started != Some(true))
+        } else {
+            s.is_none_or(|s| !s.ready)
+        }
+    });
+    let incomplete = list(incomplete.map(|c| c.name.as_str()).collect());
+    let initialized = match incomplete {
         _ if phase == SUCCEEDED => cond(INITIALIZED, true, Some("PodCompleted"), None),
         Some(list) if !any_app_started(input.pod, app) => {
             let message = format!("containers with incomplete status: {list}");
@@ -490,7 +398,12 @@ fn conditions(
         }
         _ => cond(INITIALIZED, true, None, None),
     };
-    let unready = names(app, |s| !s.ready);
+    let sidecars = inits
+        .iter()
+        .filter(|c| is_restartable_init_container(c))
+        .filter_map(status_of);
+    let unready = sidecars.chain(app).filter(|s| !s.ready);
+    let unready = list(unready.map(|s| s.name.as_str()).collect());
     let ready = |kind| match &unready {
         _ if phase == SUCCEEDED || phase == FAILED => cond(kind, false, Some("PodCompleted"), None),
         None => cond(kind, true, None, None),
@@ -540,3 +453,7 @@ fn cond(kind: &str, status: bool, reason: Option<&str>, message: Option<String>)
 #[cfg(test)]
 #[path = "status_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "status_sidecar_tests.rs"]
+mod sidecar_tests;

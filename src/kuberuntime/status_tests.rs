@@ -7,13 +7,13 @@ use crate::kuberuntime::labels::{
 use proptest::prelude::*;
 use serde_json::json;
 
-const S: i64 = 1_000_000_000;
+pub(super) const S: i64 = 1_000_000_000;
 
 fn ts(secs: i64) -> Timestamp {
     Timestamp::from_second(secs).unwrap()
 }
 
-fn t(secs: i64) -> Option<Time> {
+pub(super) fn t(secs: i64) -> Option<Time> {
     Some(Time(ts(secs)))
 }
 
@@ -41,7 +41,12 @@ fn pod(policy: &str, inits: &[&str], apps: &[&str]) -> Pod {
 
 /// A runtime container; attempt n is created at second 100+n, carries a
 /// restartCount annotation of n, and (if exited) finished at 200+n.
-fn rc(name: &str, attempt: u32, state: ContainerState, exit_code: i32) -> ContainerStatus {
+pub(super) fn rc(
+    name: &str,
+    attempt: u32,
+    state: ContainerState,
+    exit_code: i32,
+) -> ContainerStatus {
     let labels = [
         (POD_NAME_LABEL, "web"),
         (POD_NAMESPACE_LABEL, "default"),
@@ -91,11 +96,11 @@ fn rc(name: &str, attempt: u32, state: ContainerState, exit_code: i32) -> Contai
 
 use ContainerState::{Created, Exited, Running, Unknown};
 
-struct Case<'a> {
+pub(super) struct Case<'a> {
     pod: Pod,
     containers: Vec<ContainerStatus>,
     waiting: HashMap<String, WaitingReason>,
-    probes: HashMap<String, ContainerProbeResults>,
+    pub(super) probes: HashMap<String, ContainerProbeResults>,
     messages: HashMap<String, String>,
     sandbox_ready: bool,
     pod_ip: &'a str,
@@ -104,7 +109,7 @@ struct Case<'a> {
 }
 
 impl<'a> Case<'a> {
-    fn new(pod: Pod, containers: Vec<ContainerStatus>) -> Self {
+    pub(super) fn new(pod: Pod, containers: Vec<ContainerStatus>) -> Self {
         Case {
             pod,
             containers,
@@ -118,7 +123,7 @@ impl<'a> Case<'a> {
         }
     }
 
-    fn wait(mut self, name: &str, reason: &str, message: &str) -> Self {
+    pub(super) fn wait(mut self, name: &str, reason: &str, message: &str) -> Self {
         let w = WaitingReason {
             reason: reason.into(),
             message: message.into(),
@@ -127,7 +132,7 @@ impl<'a> Case<'a> {
         self
     }
 
-    fn run(&self) -> PodStatus {
+    pub(super) fn run(&self) -> PodStatus {
         pod_status(&StatusInput {
             pod: &self.pod,
             sandbox_ready: self.sandbox_ready,
@@ -145,27 +150,27 @@ impl<'a> Case<'a> {
     }
 }
 
-fn app<'s>(s: &'s PodStatus, name: &str) -> &'s K8sContainerStatus {
+pub(super) fn app<'s>(s: &'s PodStatus, name: &str) -> &'s K8sContainerStatus {
     find(s.container_statuses.as_deref().unwrap(), name).unwrap()
 }
 
-fn init<'s>(s: &'s PodStatus, name: &str) -> &'s K8sContainerStatus {
+pub(super) fn init<'s>(s: &'s PodStatus, name: &str) -> &'s K8sContainerStatus {
     find(s.init_container_statuses.as_deref().unwrap(), name).unwrap()
 }
 
-fn state(s: &K8sContainerStatus) -> &K8sContainerState {
+pub(super) fn state(s: &K8sContainerStatus) -> &K8sContainerState {
     s.state.as_ref().unwrap()
 }
 
-fn waiting_reason(s: &K8sContainerStatus) -> Option<&str> {
+pub(super) fn waiting_reason(s: &K8sContainerStatus) -> Option<&str> {
     state(s).waiting.as_ref().unwrap().reason.as_deref()
 }
 
-fn terminated(st: Option<&K8sContainerState>) -> &ContainerStateTerminated {
+pub(super) fn terminated(st: Option<&K8sContainerState>) -> &ContainerStateTerminated {
     st.unwrap().terminated.as_ref().unwrap()
 }
 
-fn condition<'s>(s: &'s PodStatus, kind: &str) -> &'s PodCondition {
+pub(super) fn condition<'s>(s: &'s PodStatus, kind: &str) -> &'s PodCondition {
     s.conditions
         .as_ref()
         .unwrap()
@@ -1011,14 +1016,17 @@ fn qos_classes() {
 
 use crate::prober::{ProbeReading, ProbeResult};
 
-fn reading(id: &str, result: ProbeResult) -> Option<ProbeReading> {
+pub(super) fn reading(id: &str, result: ProbeResult) -> Option<ProbeReading> {
     Some(ProbeReading {
         container_id: Some(id.into()),
         result,
     })
 }
 
-fn probes(readiness: Option<ProbeReading>, startup: Option<ProbeReading>) -> ContainerProbeResults {
+pub(super) fn probes(
+    readiness: Option<ProbeReading>,
+    startup: Option<ProbeReading>,
+) -> ContainerProbeResults {
     ContainerProbeResults { readiness, startup }
 }
 

@@ -84,3 +84,20 @@ pub fn is_static_pod(pod: &Pod) -> bool {
         Some(FILE_SOURCE) | Some(HTTP_SOURCE)
     )
 }
+
+/// `restartPolicy` of an init container that makes it a sidecar.
+pub const CONTAINER_RESTART_POLICY_ALWAYS: &str = "Always";
+
+/// True for an init container with `restartPolicy: Always`: a sidecar
+/// (the kubelet's `IsRestartableInitContainer`). Validation allows the
+/// field on init containers only, so an app container never is one.
+pub fn is_restartable_init_container(c: &k8s_openapi::api::core::v1::Container) -> bool {
+    c.restart_policy.as_deref() == Some(CONTAINER_RESTART_POLICY_ALWAYS)
+}
+
+/// True when the pod has at least one sidecar (its termination is then
+/// ordered: app containers first, sidecars after, in reverse).
+pub fn has_restartable_init_container(pod: &Pod) -> bool {
+    let inits = pod.spec.as_ref().and_then(|s| s.init_containers.as_ref());
+    inits.is_some_and(|cs| cs.iter().any(is_restartable_init_container))
+}

@@ -26,7 +26,7 @@ use super::problems::{Invalid, Problems, iana_svc_name_problem, note};
 #[derive(Debug, Clone, Copy)]
 pub(super) struct HookContext {
     /// An init container (the API refuses probes and hooks on those unless
-    /// they are restartable, `restartPolicy: Always`).
+    /// they are sidecars, `restartPolicy: Always`).
     pub is_init: bool,
     /// The pod's `terminationGracePeriodSeconds` (30 when absent): a sleep
     /// hook may not outlast it.
@@ -34,27 +34,31 @@ pub(super) struct HookContext {
 }
 
 /// Checks the three probes, then postStart and preStop. `path` is the
-/// container's field path, e.g. `spec.containers[0]`.
+/// container's field path, e.g. `spec.containers[0]`. An init container
+/// that is not a sidecar may have none of them: each one set is refused
+/// whole, as the API server refuses it (lifecycle first, then the probes).
 pub(super) fn validate_probes_and_hooks(
     path: &str,
     c: &Container,
     ctx: HookContext,
     out: &mut Problems,
 ) {
-    let restartable = c.restart_policy.as_deref() == Some("Always");
     let probes = [
         ("livenessProbe", &c.liveness_probe),
         ("readinessProbe", &c.readiness_probe),
         ("startupProbe", &c.startup_probe),
     ];
+    if ctx.is_init && !super::is_restartable_init_container(c) {
+        let lifecycle = c.lifecycle.as_ref().map(|_| "lifecycle");
+        let set = probes.iter().filter(|(_, p)| p.is_some()).map(|(n, _)| *n);
+        for name in lifecycle.into_iter().chain(set) {
+            out.push((format!("{path}.{name}"), NOT_ON_INIT.into()));
+        }
+        return;
+    }
     for (name, probe) in probes {
         let Some(probe) = probe else { continue };
-        let field = format!("{path}.{name}");
-        if ctx.is_init && !restartable {
-            out.push((field, NOT_ON_INIT.into()));
-            continue;
-        }
-        validate_probe(&field, name, probe, out);
+        validate_probe(&format!("{path}.{name}"), name, probe, out);
     }
     let Some(lifecycle) = &c.lifecycle else {
         return;
@@ -66,15 +70,14 @@ pub(super) fn validate_probes_and_hooks(
     for (name, hook) in hooks {
         let Some(hook) = hook else { continue };
         let field = format!("{path}.lifecycle.{name}");
-        if ctx.is_init && !restartable {
-            out.push((field, NOT_ON_INIT.into()));
-            continue;
-        }
         validate_lifecycle_handler(&field, hook, ctx.pod_grace_seconds, out);
     }
 }
 
-const NOT_ON_INIT: &str = "may not be set for init containers without restartPolicy=Always";
+/// The API server's words for a probe or lifecycle on an init container
+/// without `restartPolicy: Always`.
+const NOT_ON_INIT: &str =
+    "Forbidden: may not be set for init containers without restartPolicy=Always";
 
 /// One probe: exactly one handler, then its fields. `name` is
 /// `livenessProbe`, `readinessProbe` or `startupProbe`.

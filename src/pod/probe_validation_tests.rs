@@ -115,6 +115,13 @@ fn kubeadm_probes_and_other_valid_shapes_pass() {
     type Edit = fn(&mut Pod);
     let cases: Vec<(&str, Edit)> = vec![
         ("as kubeadm writes them", |_| {}),
+        ("a sidecar with probes and hooks", |p| {
+            let (probe, hooks) = (app(p).liveness_probe.clone(), app(p).lifecycle.clone());
+            let c = init(p);
+            c.restart_policy = Some("Always".into());
+            (c.liveness_probe, c.startup_probe) = (probe.clone(), probe);
+            c.lifecycle = hooks;
+        }),
         ("omitted period, thresholds, scheme and path", |p| {
             *live(p) = Probe {
                 http_get: http_get(2381),
@@ -369,7 +376,7 @@ fn each_bad_probe_or_hook_is_refused_naming_its_field() {
         (
             |p| init(p).liveness_probe = tcp_probe(),
             "spec.initContainers[0].livenessProbe".into(),
-            "may not be set for init containers without restartPolicy=Always",
+            "Forbidden: may not be set for init containers without restartPolicy=Always",
         ),
         (
             |p| {
@@ -381,8 +388,17 @@ fn each_bad_probe_or_hook_is_refused_naming_its_field() {
                     ..Lifecycle::default()
                 })
             },
-            "spec.initContainers[0].lifecycle.postStart".into(),
-            "may not be set for init containers",
+            "spec.initContainers[0].lifecycle".into(),
+            "Forbidden: may not be set for init containers without restartPolicy=Always",
+        ),
+        (
+            |p| {
+                init(p).restart_policy = Some("Always".into());
+                init(p).liveness_probe = tcp_probe();
+                init(p).liveness_probe.as_mut().unwrap().success_threshold = Some(2);
+            },
+            "spec.initContainers[0].livenessProbe.successThreshold".into(),
+            "must be 1",
         ),
         (
             |p| post_start(p).exec = None,
@@ -440,6 +456,35 @@ fn each_bad_probe_or_hook_is_refused_naming_its_field() {
         let message = refused(&pod, &field);
         assert!(message.contains(words), "{field}: {message}");
     }
+}
+
+/// An init container that is not a sidecar may have no probe and no
+/// lifecycle: each one set is refused whole, in the API server's order and
+/// words (checked against kube-apiserver 1.32 with a server-side dry run).
+#[test]
+fn probes_and_hooks_on_an_init_container_need_restart_policy_always() {
+    let mut pod = base();
+    let c = init(&mut pod);
+    c.liveness_probe = tcp_probe();
+    c.readiness_probe = tcp_probe();
+    c.startup_probe = tcp_probe();
+    c.lifecycle = Some(Lifecycle::default());
+    let problems = crate::pod::model::pod_problems(&pod);
+    let forbidden = "Forbidden: may not be set for init containers without restartPolicy=Always";
+    let want: Vec<(String, String)> = [
+        "lifecycle",
+        "livenessProbe",
+        "readinessProbe",
+        "startupProbe",
+    ]
+    .iter()
+    .map(|f| (format!("spec.initContainers[0].{f}"), forbidden.to_string()))
+    .collect();
+    assert_eq!(problems, want);
+    // As a sidecar the same container is valid.
+    init(&mut pod).restart_policy = Some("Always".into());
+    init(&mut pod).lifecycle = None;
+    validate_pod(ORIGIN, &pod).expect("a sidecar may have probes");
 }
 
 #[test]

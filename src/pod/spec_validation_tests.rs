@@ -396,6 +396,12 @@ fn mount_and_container_rows() {
             "spec.initContainers[0].restartPolicy: Unsupported value: \"OnFailure\": supported values: \"Always\"",
         ),
         (
+            "an empty restartPolicy on an init container",
+            json!({"spec": {"initContainers": [{"name": "side", "image": "busybox", "restartPolicy": "Always"}]}}),
+            json!({"spec": {"initContainers": [{"name": "side", "image": "busybox", "restartPolicy": ""}]}}),
+            "spec.initContainers[0].restartPolicy: Unsupported value: \"\": supported values: \"Always\"",
+        ),
+        (
             "hostIP",
             container(
                 json!({"ports": [{"containerPort": 80, "hostPort": 8080, "hostIP": "127.0.0.1"}]}),

@@ -68,6 +68,9 @@ pub struct Unhealthy {
     pub output: String,
     /// The probe's terminationGracePeriodSeconds, if set.
     pub grace: Option<i64>,
+    /// The container is a sidecar (an init container with `restartPolicy:
+    /// Always`): the kubelet words its `Killing` event apart.
+    pub sidecar: bool,
 }
 
 /// What the worker last observed of the pod.
@@ -116,10 +119,11 @@ fn jitter_fraction(seed: &str) -> f64 {
 }
 
 impl PodProber {
-    /// Starts a task for every probe of the pod's containers (init
-    /// containers have none that run: the kubelet probes only regular and
-    /// sidecar containers). A probe whose spec cannot be read is reported
-    /// once and not run (validation refuses such manifests first).
+    /// Starts a task for every probe of the pod's app containers and
+    /// sidecars (init containers with `restartPolicy: Always`); validation
+    /// refuses probes on other init containers, and the kubelet would not
+    /// run them. A probe whose spec cannot be read is reported once and not
+    /// run (validation refuses such manifests first).
     pub fn start(
         ctx: Arc<ProberContext>,
         pod: &Pod,
@@ -131,7 +135,12 @@ impl PodProber {
         let cancel = cancel.child_token();
         let mut probes = Vec::new();
         let pod = Arc::new(pod.clone());
-        let containers = pod.spec.iter().flat_map(|s| s.containers.iter());
+        let spec = pod.spec.iter();
+        let sidecars = spec
+            .clone()
+            .flat_map(|s| s.init_containers.iter().flatten())
+            .filter(|c| pod::is_restartable_init_container(c));
+        let containers = spec.flat_map(|s| s.containers.iter()).chain(sidecars);
         for c in containers {
             for probe_type in ProbeType::ALL {
                 let Some(probe) = probe_type.probe_of(c) else {
@@ -150,6 +159,7 @@ impl PodProber {
                     pod: pod.clone(),
                     container: c.clone(),
                     has_startup: c.startup_probe.is_some(),
+                    sidecar: pod::is_restartable_init_container(c),
                     probe_type,
                     spec,
                     shared: shared.clone(),
@@ -201,6 +211,18 @@ impl PodProber {
         out
     }
 
+    /// The IDs of the container instances whose startup probe has
+    /// succeeded (a sidecar's next init container waits for it).
+    pub fn startup_succeeded(&self) -> std::collections::BTreeSet<String> {
+        let shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        shared
+            .readings
+            .iter()
+            .filter(|((_, t), r)| *t == ProbeType::Startup && r.result == ProbeResult::Success)
+            .filter_map(|(_, r)| r.container_id.clone())
+            .collect()
+    }
+
     /// The liveness and startup failures recorded since the last call.
     pub fn take_unhealthy(&self) -> Vec<Unhealthy> {
         std::mem::take(
@@ -231,6 +253,7 @@ struct ProbeTask {
     pod: Arc<Pod>,
     container: Container,
     has_startup: bool,
+    sidecar: bool,
     probe_type: ProbeType,
     spec: ProbeSpec,
     shared: Arc<Mutex<Shared>>,
@@ -366,6 +389,7 @@ impl ProbeTask {
                             probe_type: self.probe_type,
                             output,
                             grace: self.spec.termination_grace_period_seconds,
+                            sidecar: self.sidecar,
                         });
                     // The worker kills it; readiness and startup changes
                     // woke it in `publish`.
@@ -431,13 +455,19 @@ impl ProbeTask {
     }
 }
 
-/// Log wording of a probe kill, as the kubelet's `Killing` event says it.
+/// Log wording of a probe kill, as the kubelet's `Killing` event says it
+/// (for a sidecar, restarted whatever the pod's restartPolicy, it adds
+/// nothing about a restart).
 pub fn kill_message(u: &Unhealthy) -> String {
-    format!(
-        "Container {} failed {} probe, will be restarted",
-        u.container,
-        u.probe_type.as_str().to_lowercase()
-    )
+    let probe = u.probe_type.as_str().to_lowercase();
+    if u.sidecar {
+        format!("Init container {} failed {probe} probe", u.container)
+    } else {
+        format!(
+            "Container {} failed {probe} probe, will be restarted",
+            u.container
+        )
+    }
 }
 
 #[cfg(test)]

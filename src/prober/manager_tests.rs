@@ -251,6 +251,7 @@ async fn liveness_failure_is_reported_once_then_holds_until_a_new_container() {
         probe_type: ProbeType::Liveness,
         output: "three".into(),
         grace: Some(7),
+        sidecar: false,
     };
     assert_eq!(prober.take_unhealthy(), [failure]);
     assert!(h.woken().await);
@@ -349,6 +350,73 @@ async fn liveness_and_readiness_wait_for_the_startup_probe() {
         reading(Some("c1"), ProbeResult::Success)
     );
     assert_eq!(prober.take_unhealthy(), []);
+}
+
+/// Container `name` as the runtime reports it, running.
+fn running(name: &str, id: &str) -> ContainerStatus {
+    ContainerStatus {
+        metadata: ContainerMetadata {
+            name: name.into(),
+            attempt: 0,
+        },
+        ..app(id, 0, ContainerState::Running)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn sidecars_are_probed_and_plain_init_containers_are_not() {
+    let h = harness();
+    h.handlers
+        .push_probe_for(run("side-live"), ProbeOutcome::Failure("dead".into()));
+    let mut pod = pod(json!({}));
+    let probes = json!({
+        "startupProbe": exec_probe("side-startup", json!({})),
+        "livenessProbe": exec_probe("side-live", json!({"failureThreshold": 1})),
+    });
+    let spec = pod.spec.as_mut().unwrap();
+    spec.init_containers = Some(vec![
+        serde_json::from_value(json!({"name": "side", "image": "busybox",
+            "restartPolicy": "Always",
+            "startupProbe": probes["startupProbe"], "livenessProbe": probes["livenessProbe"]}))
+        .unwrap(),
+        // Validation refuses this; the prober would not run it either.
+        serde_json::from_value(json!({"name": "setup", "image": "busybox",
+            "livenessProbe": exec_probe("setup-live", json!({}))}))
+        .unwrap(),
+    ]);
+    let prober = h.start(&pod);
+    prober.observe(
+        &[
+            running("side", "s1"),
+            running("setup", "i1"),
+            app("c1", 0, ContainerState::Running),
+        ],
+        "",
+    );
+
+    h.until(5).await; // the startup probe passed at 0 s
+    assert_eq!(prober.startup_succeeded(), ["s1".to_string()].into());
+    assert_eq!(h.commands_on("i1"), Vec::<String>::new());
+    h.until(15).await; // liveness ran at 10 s, after the startup probe, and failed
+    let failure = Unhealthy {
+        container: "side".into(),
+        container_id: "s1".into(),
+        probe_type: ProbeType::Liveness,
+        output: "dead".into(),
+        grace: None,
+        sidecar: true,
+    };
+    assert_eq!(
+        kill_message(&failure),
+        "Init container side failed liveness probe"
+    );
+    assert_eq!(prober.take_unhealthy(), [failure]);
+    assert_eq!(h.commands_on("s1"), ["side-startup", "side-live"]);
+    assert_eq!(
+        h.commands_on("i1"),
+        Vec::<String>::new(),
+        "a plain init container is not probed"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,7 +1,9 @@
 //! Killing one container as the kubelet's `killContainer` does (its
 //! preStop hook first, its time taken out of the grace period, then
-//! StopContainer with at least 2 s), and running a postStart hook. Part of
-//! the pod worker.
+//! StopContainer with at least 2 s; a pod's termination waits for each
+//! container's turn in between), killing the containers a liveness or
+//! startup probe failed, and running a postStart hook. Part of the pod
+//! worker.
 //!
 //! Invariant: a hook never outlives the grace period it was given, and a
 //! failing hook never stops the stop: preStop failures are logged and
@@ -12,6 +14,7 @@ use k8s_openapi::api::core::v1::LifecycleHandler;
 
 use super::*;
 use crate::prober::LifecycleAction;
+use crate::prober::manager::kill_message;
 use crate::prober::resolve::{PodAddress, hook_action};
 
 /// StopContainer gets at least this, whatever preStop took (the kubelet's
@@ -67,6 +70,23 @@ pub async fn kill_container(
     why: Option<&str>,
     grace: i64,
 ) -> Result<(), RuntimeError> {
+    let grace = begin_kill(ctx, pod, pod_ip, id, name, why, grace).await;
+    stop_container(ctx, id, grace).await
+}
+
+/// The first half of a kill: the `Killing` event, then the preStop hook
+/// (bounded by the grace period). Returns the whole seconds of grace left.
+/// A pod's termination runs this for every container at once, then stops
+/// each in its turn ([`stop_container`]).
+pub async fn begin_kill(
+    ctx: &WorkerContext,
+    pod: Option<&Pod>,
+    pod_ip: &str,
+    id: &str,
+    name: &str,
+    why: Option<&str>,
+    grace: i64,
+) -> i64 {
     if let Some(p) = pod {
         ctx.container_event(p, name, kubelet_events::killing(name, why));
     }
@@ -102,6 +122,12 @@ pub async fn kill_container(
         }
         grace -= started.elapsed().as_secs() as i64;
     }
+    grace
+}
+
+/// The second half of a kill: StopContainer with `grace` seconds, at least
+/// 2 s. A container already gone counts as stopped.
+pub async fn stop_container(ctx: &WorkerContext, id: &str, grace: i64) -> Result<(), RuntimeError> {
     let grace = grace.max(MINIMUM_GRACE_PERIOD_SECONDS);
     match ctx
         .runtime
@@ -114,6 +140,49 @@ pub async fn kill_container(
 }
 
 impl Worker {
+    /// Kills the containers whose liveness or startup probe failed (only
+    /// the instance that failed); the plan then restarts them per
+    /// restartPolicy with back-off. True when something was killed. A kill
+    /// that fails keeps its failure (and the ones after it) for the retry.
+    pub(super) async fn kill_unhealthy(
+        &mut self,
+        pod: &Pod,
+        obs: &Observation,
+    ) -> Result<bool, RuntimeError> {
+        let mut unhealthy = self
+            .prober
+            .as_ref()
+            .map(|p| p.take_unhealthy())
+            .unwrap_or_default()
+            .into_iter();
+        let mut killed = false;
+        while let Some(u) = unhealthy.next() {
+            let running = obs
+                .containers
+                .iter()
+                .any(|c| c.id == u.container_id && c.state == ContainerState::Running);
+            if !running {
+                continue;
+            }
+            tracing::info!(pod = %pod::full_name(pod), uid = pod::uid(pod), container = %u.container, probe = u.probe_type.as_str(), output = %u.output, "{}", kill_message(&u));
+            let grace = u
+                .grace
+                .unwrap_or_else(|| mapping::termination_grace_period(pod));
+            let why = kill_message(&u);
+            let (ctx, ip) = (&self.ctx, &self.pod_ip);
+            let (id, name) = (&u.container_id, &u.container);
+            let result = kill_container(ctx, Some(pod), ip, id, name, Some(&why), grace).await;
+            if let Err(e) = result {
+                if let Some(p) = &self.prober {
+                    p.return_unhealthy(std::iter::once(u).chain(unhealthy).collect());
+                }
+                return Err(e);
+            }
+            killed = true;
+        }
+        Ok(killed)
+    }
+
     /// Runs the container's postStart hook, if it has one, right after its
     /// start: the pod's next container waits for it. A failure kills the
     /// container (preStop included); the next sync restarts it with

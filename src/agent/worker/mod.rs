@@ -38,7 +38,7 @@ use crate::kuberuntime::termination::message_source;
 use crate::pod::view::StatusCache;
 use crate::pod::{self, Pod};
 use crate::prober::handlers::HookRunner;
-use crate::prober::manager::{PodProber, ProberContext, kill_message};
+use crate::prober::manager::{PodProber, ProberContext};
 use hooks::kill_container;
 use start::pull_key;
 use stop::kill_all;
@@ -152,6 +152,8 @@ pub fn desired_pod(pod: &Pod) -> DesiredPod {
             .map(|c| DesiredContainer {
                 name: c.name.clone(),
                 hash: mapping::container_hash(c),
+                restartable: pod::is_restartable_init_container(c),
+                startup_probe: c.startup_probe.is_some(),
             })
             .collect()
     };
@@ -306,7 +308,11 @@ impl Worker {
         }
         let desired = desired_pod(pod);
         let now = now_nanos();
-        let planned = plan::plan(&desired, &obs.to_plan_input(), &self.backoff, now);
+        let mut observed = obs.to_plan_input();
+        if let Some(p) = &self.prober {
+            observed.startup_succeeded = p.startup_succeeded();
+        }
+        let planned = plan::plan(&desired, &observed, &self.backoff, now);
         let mut result = Ok(());
         for w in &planned.waiting {
             let desc = kubelet_events::pod_desc(pod::name(pod), pod::namespace(pod), uid);
@@ -325,6 +331,17 @@ impl Worker {
                 },
             );
         }
+        // Killing a pod takes up to its grace period (sidecars stop only
+        // after the app containers): the status says first what the kill
+        // is about, as the kubelet's does (it writes the status before
+        // acting), instead of showing the finished containers running.
+        if planned
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::KillPod { .. }))
+        {
+            self.write_status(pod, &obs, start).await;
+        }
         let mut current = obs
             .sandboxes
             .iter()
@@ -339,7 +356,15 @@ impl Worker {
             tracing::info!(pod = %pod::full_name(pod), uid, ?action, "pod action");
             if let Err(e) = self.act(pod, &obs, &mut current, action).await {
                 result = Err(e);
-                break;
+                // A sidecar that cannot start holds back nothing after it
+                // (the kubelet goes on too); anything else stops the pass.
+                let kind = match action {
+                    Action::StartContainer { kind, .. } => Some(*kind),
+                    _ => None,
+                };
+                if kind != Some(ContainerKind::Sidecar) {
+                    break;
+                }
             }
         }
         let obs = if planned.actions.is_empty() {
@@ -384,8 +409,13 @@ impl Worker {
             Action::KillContainer { id, name, reason } => {
                 tracing::info!(pod = %pod::full_name(pod), container = name, reason, "killing container");
                 let grace = mapping::termination_grace_period(pod);
-                let why = (reason == plan::SPEC_CHANGED)
-                    .then(|| kubelet_events::definition_changed(name));
+                let why = match reason.as_str() {
+                    plan::SPEC_CHANGED => Some(kubelet_events::definition_changed(name)),
+                    plan::SIDECAR_SPEC_CHANGED => {
+                        Some(kubelet_events::init_definition_changed(name))
+                    }
+                    _ => None,
+                };
                 let (ctx, ip) = (&self.ctx, &self.pod_ip);
                 kill_container(ctx, Some(pod), ip, id, name, why.as_deref(), grace).await
             }
@@ -420,45 +450,6 @@ impl Worker {
                 .await
             }
         }
-    }
-
-    /// Kills the containers whose liveness or startup probe failed (only
-    /// the instance that failed); the plan then restarts them per
-    /// restartPolicy with back-off. True when something was killed. A kill
-    /// that fails keeps its failure (and the ones after it) for the retry.
-    async fn kill_unhealthy(&mut self, pod: &Pod, obs: &Observation) -> Result<bool, RuntimeError> {
-        let mut unhealthy = self
-            .prober
-            .as_ref()
-            .map(|p| p.take_unhealthy())
-            .unwrap_or_default()
-            .into_iter();
-        let mut killed = false;
-        while let Some(u) = unhealthy.next() {
-            let running = obs
-                .containers
-                .iter()
-                .any(|c| c.id == u.container_id && c.state == ContainerState::Running);
-            if !running {
-                continue;
-            }
-            tracing::info!(pod = %pod::full_name(pod), uid = pod::uid(pod), container = %u.container, probe = u.probe_type.as_str(), output = %u.output, "{}", kill_message(&u));
-            let grace = u
-                .grace
-                .unwrap_or_else(|| mapping::termination_grace_period(pod));
-            let why = kill_message(&u);
-            let (ctx, ip) = (&self.ctx, &self.pod_ip);
-            let (id, name) = (&u.container_id, &u.container);
-            let result = kill_container(ctx, Some(pod), ip, id, name, Some(&why), grace).await;
-            if let Err(e) = result {
-                if let Some(p) = &self.prober {
-                    p.return_unhealthy(std::iter::once(u).chain(unhealthy).collect());
-                }
-                return Err(e);
-            }
-            killed = true;
-        }
-        Ok(killed)
     }
 
     async fn write_status(&mut self, pod: &Pod, obs: &Observation, start: jiff::Timestamp) {
@@ -589,3 +580,6 @@ mod events_tests;
 
 #[cfg(test)]
 mod volumes_tests;
+
+#[cfg(test)]
+mod sidecar_tests;

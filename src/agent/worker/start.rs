@@ -89,7 +89,9 @@ impl Worker {
         let rt = self.ctx.runtime.clone();
         let spec = pod.spec.clone().unwrap_or_default();
         let list = match kind {
-            ContainerKind::Init => spec.init_containers.unwrap_or_default(),
+            ContainerKind::Init | ContainerKind::Sidecar => {
+                spec.init_containers.unwrap_or_default()
+            }
             ContainerKind::App => spec.containers,
         };
         let Some(container) = list.into_iter().find(|c| c.name == name) else {

@@ -1,13 +1,16 @@
-//! Stopping a pod: containers with the grace period, then sandboxes, then
-//! removal of its runtime objects (each container with its log files),
-//! cgroup, directories and status. Part of the pod worker.
+//! Stopping a pod: containers with the grace period (sidecars after the
+//! app containers, last to first), then sandboxes, then removal of its
+//! runtime objects (each container with its log files), cgroup, directories
+//! and status. Part of the pod worker.
 //!
 //! Invariant: a pod counts as terminated only once a fresh observation
 //! finds none of its runtime objects left.
 
 use super::*;
 use crate::cm::cgroup::remove_pod_cgroup;
+use crate::kuberuntime::termination_order::termination_prereqs;
 use crate::logs::container_log_manager::clean_container_logs;
+use hooks::{begin_kill, stop_container};
 
 impl Worker {
     pub(super) async fn terminate(
@@ -68,9 +71,11 @@ impl Worker {
     }
 }
 
-/// Stops running containers (in parallel, each after its preStop hook, with
-/// the grace period), then
-/// every ready sandbox.
+/// Stops running containers (each after its preStop hook, with the grace
+/// period), then every ready sandbox. Every kill begins at once (event and
+/// preStop); with sidecars, each StopContainer then waits for its turn
+/// (`termination_order`): app containers first, then the sidecars from the
+/// last to the first, each wait taken out of that container's grace period.
 pub(super) async fn kill_all(
     ctx: Arc<WorkerContext>,
     pod: Option<&Pod>,
@@ -79,19 +84,46 @@ pub(super) async fn kill_all(
     grace: i64,
 ) -> Result<(), RuntimeError> {
     let rt = ctx.runtime.clone();
-    let pod = pod.map(|p| Arc::new(p.clone()));
-    let mut set = tokio::task::JoinSet::new();
-    for c in obs
+    let running: Vec<_> = obs
         .containers
         .iter()
         .filter(|c| matches!(c.state, ContainerState::Running | ContainerState::Created))
-    {
+        .collect();
+    let names: Vec<&str> = running.iter().map(|c| c.metadata.name.as_str()).collect();
+    // An orphan (no spec) has no order: its containers stop at once, as
+    // the kubelet stops them.
+    let prereqs = pod
+        .filter(|p| pod::has_restartable_init_container(p))
+        .map(|p| termination_prereqs(p, &names))
+        .unwrap_or_default();
+    // One token per container name, cancelled once it has stopped.
+    let stopped: HashMap<&str, CancellationToken> = names
+        .iter()
+        .map(|n| (*n, CancellationToken::new()))
+        .collect();
+    let pod = pod.map(|p| Arc::new(p.clone()));
+    let mut set = tokio::task::JoinSet::new();
+    for c in running {
         let (ctx, pod, pod_ip) = (ctx.clone(), pod.clone(), pod_ip.to_owned());
         let (id, name) = (c.id.clone(), c.metadata.name.clone());
+        let wait_for: Vec<CancellationToken> = prereqs
+            .get(&name)
+            .into_iter()
+            .flatten()
+            .filter_map(|n| stopped.get(n.as_str()).cloned())
+            .collect();
+        let done = stopped[name.as_str()].clone();
         // Each container with its own preStop, all at once (the kubelet's
         // killContainersWithSyncResult).
         set.spawn(async move {
-            kill_container(&ctx, pod.as_deref(), &pod_ip, &id, &name, None, grace).await
+            let grace = begin_kill(&ctx, pod.as_deref(), &pod_ip, &id, &name, None, grace).await;
+            let grace = grace - wait_for_turn(&wait_for, grace).await;
+            let result = stop_container(&ctx, &id, grace).await;
+            // The kubelet lets the containers that wait on a failed stop
+            // wait out their grace period; nothing is gained by that, so
+            // they go on at once (the stop is retried with the whole kill).
+            done.cancel();
+            result
         });
     }
     let mut first_err = None;
@@ -113,6 +145,25 @@ pub(super) async fn kill_all(
         rt.stop_pod_sandbox(&s.id).await?;
     }
     Ok(())
+}
+
+/// Waits until every container of `wait_for` has stopped, at most `grace`
+/// seconds; returns the whole seconds waited (the kubelet truncates too).
+async fn wait_for_turn(wait_for: &[CancellationToken], grace: i64) -> i64 {
+    if grace <= 0 || wait_for.is_empty() {
+        return 0;
+    }
+    let started = tokio::time::Instant::now();
+    let all = all_stopped(wait_for);
+    let _ = tokio::time::timeout(Duration::from_secs(grace as u64), all).await;
+    started.elapsed().as_secs() as i64
+}
+
+/// Resolves once every token is cancelled.
+async fn all_stopped(tokens: &[CancellationToken]) {
+    for t in tokens {
+        t.cancelled().await;
+    }
 }
 
 /// Removes the pod's directory under the root dir (emptyDirs and
