@@ -31,12 +31,12 @@ impl Worker {
         tracing::info!(pod = full_name, uid, grace, "terminating pod");
         kill_all(self.ctx.clone(), pod, &self.pod_ip, &obs, grace).await?;
         // Everything is stopped: remove it (containers go with their
-        // sandbox), each container's log files first. A pod whose spec is
+        // sandbox), each container's log files and symlink first. A pod whose spec is
         // gone (removed while crilet was down) has no log directory to
         // remove below, so its files go here.
         for c in &obs.containers {
-            let root = &self.ctx.node.root_dir;
-            if let Err(e) = clean_container_logs(rt.as_ref(), root, &c.id).await {
+            let dirs = &self.ctx.node.log_dirs;
+            if let Err(e) = clean_container_logs(rt.as_ref(), dirs, &c.id).await {
                 tracing::warn!(pod = full_name, container = %c.id, error = %e, "could not remove the container's logs");
             }
             rt.remove_container(&c.id).await?;
