@@ -81,6 +81,7 @@ timed_test integration-no-runtime --test integration --
 # output to a file in $TIMES, printed whole when it ends. The apt-get and
 # cargo installs they need happen first, one at a time.
 need_packaging_tools
+need_log_shipper
 JOBS=() JOB_NAMES=()
 job() { # NAME COMMAND...: runs in the background, output to $TIMES/NAME.log
   local name=$1
