@@ -302,7 +302,11 @@ fn bad_log_directories_stop_crilet_run_naming_the_flag_or_the_field() {
             "/var/log/../containers",
             "must be normalized",
         ),
-        ("--container-logs-dir", "/var/log/cöntainers", "ASCII"),
+        (
+            "--container-logs-dir",
+            "/var/log/cöntainers",
+            "must contain ASCII characters only",
+        ),
     ] {
         let (ok, _, err) = cli(&["run", "--container-runtime-endpoint", endpoint, flag, value]);
         assert!(!ok, "{flag} {value}");

@@ -27,13 +27,12 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use super::layout::{LogDirs, pod_log_dir_of};
-use crate::cri::{ContainerFilter, ContainerState, ContainerStatus, Runtime, RuntimeError};
+use super::layout::{LogDirs, container_log_file};
+use crate::cri::{ContainerFilter, ContainerState, Runtime, RuntimeError};
 use crate::logs::rotation::{
     COMPRESS_SUFFIX, Decision, RotatePolicy, Step, TIMESTAMP_FORMAT, TMP_SUFFIX, clean_targets,
     plan,
 };
-use crate::pod::{POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LogRotationError {
@@ -87,29 +86,6 @@ pub enum Outcome {
     },
     /// This second's rotated name is taken; rotated at a later check.
     Waited { log: PathBuf, taken: String },
-}
-
-/// The log file of a container: the runtime's path when absolute (containerd
-/// and CRI-O answer so, and it is authoritative: a container started by a
-/// crilet with another `--pod-logs-dir` writes where that one said),
-/// otherwise relative to the pod's log directory under `pod_logs_dir`, as
-/// CreateContainer was given it. `None` without a log path.
-pub fn container_log_file(status: &ContainerStatus, pod_logs_dir: &Path) -> Option<PathBuf> {
-    if status.log_path.is_empty() {
-        return None;
-    }
-    let path = Path::new(&status.log_path);
-    if path.is_absolute() {
-        return Some(path.to_path_buf());
-    }
-    let label = |k: &str| status.labels.get(k).map(String::as_str);
-    let dir = pod_log_dir_of(
-        pod_logs_dir,
-        label(POD_NAMESPACE_LABEL)?,
-        label(POD_NAME_LABEL)?,
-        label(POD_UID_LABEL)?,
-    );
-    Some(dir.join(path))
 }
 
 /// The rotation driver's settings and runtime.

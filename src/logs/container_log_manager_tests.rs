@@ -5,6 +5,7 @@ use std::io::Read;
 
 use super::*;
 use crate::cri::{ContainerConfig, ContainerMetadata, FakeRuntime, PodSandboxConfig};
+use crate::pod::{POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL};
 
 const T0: &str = "2026-01-01T12:00:00Z";
 

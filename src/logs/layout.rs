@@ -4,7 +4,8 @@
 //! `<container logs dir>/<pod>_<namespace>_<container>-<container id>.log`
 //! (default `/var/log/containers`) points at it, for the log shippers that
 //! tail that directory. The mapping names each container's `log_path` from
-//! here, and every reader, rotator and collector finds the files by it.
+//! here, and every reader, rotator and collector finds the files by it, or
+//! by the path the runtime reports ([`container_log_file`]).
 //!
 //! Invariant: pure; the one place these paths and names are spelled.
 
@@ -12,7 +13,8 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::pod::{name, namespace, uid};
+use crate::cri::ContainerStatus;
+use crate::pod::{POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL, name, namespace, uid};
 
 /// The kubelet's default `podLogsDir`.
 pub const DEFAULT_POD_LOGS_DIR: &str = "/var/log/pods";
@@ -114,6 +116,29 @@ pub fn container_id_of_symlink(file_name: &str) -> Option<&str> {
     (id.len() >= MIN_CONTAINER_ID_LEN).then_some(id)
 }
 
+/// The log file of a container: the runtime's path when absolute (containerd
+/// and CRI-O answer so, and it is authoritative: a container started by a
+/// crilet with another `--pod-logs-dir` writes where that one said),
+/// otherwise relative to the pod's log directory under `pod_logs_dir`, as
+/// CreateContainer was given it. `None` without a log path.
+pub fn container_log_file(status: &ContainerStatus, pod_logs_dir: &Path) -> Option<PathBuf> {
+    if status.log_path.is_empty() {
+        return None;
+    }
+    let path = Path::new(&status.log_path);
+    if path.is_absolute() {
+        return Some(path.to_path_buf());
+    }
+    let label = |k: &str| status.labels.get(k).map(String::as_str);
+    let dir = pod_log_dir_of(
+        pod_logs_dir,
+        label(POD_NAMESPACE_LABEL)?,
+        label(POD_NAME_LABEL)?,
+        label(POD_UID_LABEL)?,
+    );
+    Some(dir.join(path))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +215,36 @@ mod tests {
         for (name, want) in rows {
             assert_eq!(container_id_of_symlink(name), want, "{name}");
         }
+    }
+
+    #[test]
+    fn the_runtimes_log_path_absolute_or_under_the_pods_directory() {
+        let labels = [
+            (POD_NAMESPACE_LABEL, "default"),
+            (POD_NAME_LABEL, "web"),
+            (POD_UID_LABEL, "u1"),
+        ];
+        let status = |log_path: &str, labelled: bool| ContainerStatus {
+            log_path: log_path.into(),
+            labels: labels
+                .iter()
+                .filter(|_| labelled)
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
+        };
+        let pods = Path::new("/var/log/pods");
+        let old = "/var/lib/crilet/logs/default_web_u1/app/0.log";
+        assert_eq!(
+            container_log_file(&status(old, true), pods),
+            Some(old.into())
+        );
+        assert_eq!(
+            container_log_file(&status("app/1.log", true), pods),
+            Some("/var/log/pods/default_web_u1/app/1.log".into())
+        );
+        assert_eq!(container_log_file(&status("app/1.log", false), pods), None);
+        assert_eq!(container_log_file(&status("", true), pods), None);
     }
 
     #[test]

@@ -24,8 +24,7 @@ use std::io;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use super::container_log_manager::container_log_file;
-use super::layout::{LogDirs, container_id_of_symlink, legacy_log_symlink};
+use super::layout::{LogDirs, container_id_of_symlink, container_log_file, legacy_log_symlink};
 use crate::cri::{ContainerFilter, ContainerState, ContainerStatus, Runtime, RuntimeError};
 use crate::pod::{CONTAINER_NAME_LABEL, POD_NAME_LABEL, POD_NAMESPACE_LABEL};
 
