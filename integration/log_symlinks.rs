@@ -11,8 +11,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crilet::cri::{ContainerState, Runtime};
+
 use crate::agent::*;
-use crate::support::{cli, eventually};
+use crate::support::{RuntimeKind, cli, eventually, runtime_kind};
 
 fn mode(p: &Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o777
@@ -262,6 +264,40 @@ async fn an_upgraded_crilet_links_reads_and_removes_logs_in_the_old_place() {
         "the container was adopted, not restarted"
     );
 
+    // Restarted in its old sandbox, it writes where the runtime puts it
+    // (containerd 1.6 and CRI-O 1.32: the directory crilet names now, in
+    // the sandbox config CreateContainer carries), and its link leads there.
+    rt.stop_container(&id, Duration::ZERO).await.unwrap();
+    let v = wait_for(
+        &rt,
+        &agent,
+        "old",
+        Duration::from_secs(60),
+        "attempt 1",
+        |v| {
+            (v.named("main").iter())
+                .any(|c| c.metadata.attempt == 1 && c.state == ContainerState::Running)
+        },
+    )
+    .await;
+    let again = (v.named("main").into_iter())
+        .find(|c| c.metadata.attempt == 1)
+        .unwrap()
+        .id
+        .clone();
+    let written = PathBuf::from(rt.container_status(&again).await.unwrap().log_path);
+    assert_eq!(linked(&link(&agent, "old", &again), &agent).await, written);
+    assert!(written.exists(), "{}", written.display());
+    let new = agent.pod_logs_dir();
+    match runtime_kind() {
+        RuntimeKind::Crio | RuntimeKind::Containerd1 => {
+            assert!(written.starts_with(&new), "{}", written.display())
+        }
+        RuntimeKind::Containerd2 => {
+            assert!(written.starts_with(&old) || written.starts_with(&new))
+        }
+    }
+
     agent.remove("old.yaml");
     wait_for(
         &rt,
@@ -273,13 +309,16 @@ async fn an_upgraded_crilet_links_reads_and_removes_logs_in_the_old_place() {
     )
     .await;
     let gone = eventually(Duration::from_secs(10), || async {
-        (!old.exists() && names(&agent.container_logs_dir()).is_empty()).then_some(())
+        let empty = names(&agent.container_logs_dir()).is_empty()
+            && names(&agent.pod_logs_dir()).is_empty();
+        (!old.exists() && empty).then_some(())
     })
     .await;
     assert!(
         gone.is_some(),
-        "left: {:?} and {:?}\n{}",
+        "left: {:?}, {:?} and {:?}\n{}",
         names(&old),
+        names(&agent.pod_logs_dir()),
         names(&agent.container_logs_dir()),
         agent.logs()
     );

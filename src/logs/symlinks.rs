@@ -110,8 +110,9 @@ pub fn link_of(
 /// Links a container that has just started: `link` points at `log` (the
 /// sandbox's log directory joined with the container's log path, as
 /// CreateContainer was given them), or, when that file does not exist, at
-/// the runtime's own path for it. Nothing is made when neither exists.
-/// Returns the link made.
+/// the runtime's own path for it (a runtime that keeps the directory a
+/// sandbox was run with, for a sandbox run with another pod logs
+/// directory). Nothing is made when neither exists. Returns the link made.
 pub async fn link_started_container(
     rt: &dyn Runtime,
     link: &Path,
@@ -270,6 +271,9 @@ pub async fn link_existing(rt: &dyn Runtime, dirs: &LogDirs) -> Vec<PathBuf> {
         match symlink(&c.id, &log, &link) {
             Ok(Some(l)) => made.push(l),
             Ok(None) => {}
+            // The worker linked a container it had just started.
+            Err(SymlinkError::Create { source, .. })
+                if source.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => tracing::warn!(error = %e, "cannot link a container's log"),
         }
     }

@@ -153,8 +153,8 @@ async fn a_started_container_is_linked_to_its_log() {
 #[tokio::test]
 async fn the_runtimes_path_is_linked_when_the_given_one_does_not_exist() {
     let s = Setup::new();
-    // The runtime writes to the sandbox's old directory (CRI-O keeps the
-    // log directory its sandbox was run with).
+    // The runtime writes to the sandbox's old directory (a runtime that
+    // keeps the log directory its sandbox was run with).
     let old = s.dir.path().join("root/logs/default_web_u1/main/1.log");
     let id = s.container("main", &old, true, true).await;
     let given = s.dirs().pod_logs_dir.join("default_web_u1/main/1.log");

@@ -239,13 +239,22 @@ fn remove_dirs_takes_the_pod_dir_even_without_a_spec_and_nothing_wider() {
         stop::remove_dirs(&node, uid, None);
         assert!(other.exists(), "{uid:?}");
     }
-    // With the spec, the logs go too.
+    // With the spec, the logs go too, also those in the old place, and
+    // the old place itself once empty.
+    let old = made("logs/default_web_u2/app");
+    let older = made("logs/default_other_u3/app");
     let mut web = pod(serde_json::json!({}), serde_json::json!([]));
     web.metadata.uid = Some("u2".into());
     stop::remove_dirs(&node, "u2", Some(&web));
     assert!(!root.path().join("pods/u2").exists());
     assert!(!logs.parent().unwrap().exists());
+    assert!(!old.parent().unwrap().exists());
+    assert!(older.exists(), "another pod's");
     assert!(root.path().join("pods").exists());
+    assert!(root.path().join("pod-logs").exists());
+    std::fs::remove_dir_all(older.parent().unwrap()).unwrap();
+    stop::remove_dirs(&node, "u2", Some(&web));
+    assert!(!root.path().join("logs").exists(), "the old place, empty");
 }
 
 #[tokio::test]
