@@ -102,15 +102,14 @@ pub struct RunArgs {
     /// serving certificate.
     #[arg(long)]
     pub root_dir: Option<PathBuf>,
-    /// Container logs go to
-    /// DIR/<namespace>_<name>_<uid>/<container>/<restart>.log, as the
-    /// kubelet's podLogsDir (default /var/log/pods). An absolute,
+    /// Container logs go to DIR/NAMESPACE_POD_UID/CONTAINER/RESTARTS.log,
+    /// as the kubelet's podLogsDir (default /var/log/pods). An absolute,
     /// normalized, ASCII path.
     #[arg(long, value_name = "DIR")]
     pub pod_logs_dir: Option<String>,
     /// crilet's own (the kubelet hard-codes /var/log/containers): the
-    /// directory of the symlinks DIR/<pod>_<namespace>_<container>-<id>.log
-    /// that log shippers tail, one per container instance (default
+    /// directory of the symlinks DIR/POD_NAMESPACE_CONTAINER-ID.log that
+    /// log shippers tail, one per container instance (default
     /// /var/log/containers). An absolute, normalized, ASCII path.
     #[arg(long, value_name = "DIR")]
     pub container_logs_dir: Option<String>,
