@@ -117,6 +117,11 @@ impl Agent {
             ])
             .arg("--root-dir")
             .arg(root)
+            // Its own log directories, not the machine's /var/log.
+            .arg("--pod-logs-dir")
+            .arg(root.join("pod-logs"))
+            .arg("--container-logs-dir")
+            .arg(root.join("containers"))
             .arg("--socket")
             .arg(root.join("crilet.sock"))
             .args(extra)

@@ -67,6 +67,11 @@ async fn main() {
         ])
         .arg("--root-dir")
         .arg(scratch.path().join("root"))
+        // Its own log directories, not the machine's /var/log.
+        .arg("--pod-logs-dir")
+        .arg(scratch.path().join("pod-logs"))
+        .arg("--container-logs-dir")
+        .arg(scratch.path().join("containers"))
         .arg("--socket")
         .arg(scratch.path().join("crilet.sock"))
         .env("CRILET_LOG", "warn")

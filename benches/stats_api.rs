@@ -129,6 +129,7 @@ async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
         disk: Arc::new(Statvfs),
         node_name: "bench-node".into(),
         root_dir: scratch.path().to_path_buf(),
+        pod_logs_dir: scratch.path().join("pod-logs"),
         proc_root: "/proc".into(),
         period: Duration::from_secs(10),
     };

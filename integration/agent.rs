@@ -141,6 +141,10 @@ impl AgentProcess {
             ])
             .arg("--root-dir")
             .arg(self.root.path())
+            .args(crate::support::private_log_dirs_unless(
+                &self.extra_args,
+                self.root.path(),
+            ))
             .args(["--cgroup-root", &format!("/{}", cgroup_root_name())])
             .args(["--node-ip", "127.0.0.1"])
             .arg("--socket")
@@ -154,6 +158,23 @@ impl AgentProcess {
             .spawn()
             .expect("start crilet run");
         self.child = Some(child);
+    }
+
+    /// The flags of its next [`spawn`](Self::spawn), besides the ones every
+    /// agent of the tests gets.
+    pub fn set_extra_args(&mut self, extra_args: &[String]) {
+        self.extra_args = extra_args.to_vec();
+    }
+
+    /// Its `--pod-logs-dir` (see `support::private_log_dirs`), unless its
+    /// flags name another.
+    pub fn pod_logs_dir(&self) -> PathBuf {
+        self.root.path().join("pod-logs")
+    }
+
+    /// Its `--container-logs-dir`.
+    pub fn container_logs_dir(&self) -> PathBuf {
+        self.root.path().join("containers")
     }
 
     /// The full pod name of static pod `name` on this node.
@@ -432,9 +453,7 @@ async fn manifest_added_edited_removed() {
         "pod cgroup exists while it runs"
     );
     let log_dir = agent
-        .root
-        .path()
-        .join("logs")
+        .pod_logs_dir()
         .join(format!("default_web-{NODE}_{first_uid}"))
         .join("main/0.log");
     assert!(

@@ -232,9 +232,11 @@ async fn crictl_shows_pods_and_containers_as_the_kubelet_names_them() {
         .unwrap();
     let i = crictl_json(&["inspect", "-o", "json", crash["id"].as_str().unwrap()]);
     let log_path = i["status"]["logPath"].as_str().unwrap();
-    assert!(
-        log_path.ends_with(&format!("/logs/kube-system_{full}_{uid}/crash/0.log")),
-        "{log_path}"
+    assert_eq!(
+        std::path::Path::new(log_path),
+        agent
+            .pod_logs_dir()
+            .join(format!("kube-system_{full}_{uid}/crash/0.log")),
     );
     assert_eq!(i["status"]["exitCode"], 3, "{i:#}");
     assert_eq!(i["status"]["state"], "CONTAINER_EXITED");

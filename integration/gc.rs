@@ -248,10 +248,11 @@ async fn dead_container_gc_keeps_the_newest_exited_instance() {
     clean(&rt).await;
     let p = pod("gc-dead");
     let sb = rt.run_pod_sandbox(&p.config).await.unwrap();
+    let mut ids = Vec::new();
     for n in 0..4 {
-        attempt(&rt, &p, &sb, n, false).await;
+        ids.push(attempt(&rt, &p, &sb, n, false).await);
     }
-    attempt(&rt, &p, &sb, 4, true).await;
+    ids.push(attempt(&rt, &p, &sb, 4, true).await);
     let (tx, rx) = tokio::sync::watch::channel(Arc::new(AgentView {
         unseen_sources: crilet::pod::view::UnseenSources::new(["file"]),
         ..AgentView::default()
@@ -259,10 +260,42 @@ async fn dead_container_gc_keeps_the_newest_exited_instance() {
     // A rotated file beside attempt 0's log: it goes with the container.
     let app = p.log_dir.path().join("app");
     std::fs::write(app.join("0.log.20260101-120000.gz"), "rotated").unwrap();
-    // The runtime reports absolute log paths: no root dir is needed.
-    let root = std::path::Path::new("/nonexistent");
+    // The runtime reports absolute log paths: no pod logs dir is needed.
+    let links = tempfile::tempdir().unwrap();
+    let dirs = crilet::logs::layout::LogDirs {
+        pod_logs_dir: "/nonexistent".into(),
+        container_logs_dir: links.path().to_path_buf(),
+    };
+    // Each instance's symlink, as the worker makes it at start; and dead
+    // links: of a container the runtime never had (swept), and one whose
+    // container runs (kept: a rotation renames its log for a moment).
+    let link = |id: &str| {
+        let meta = &p.config.metadata;
+        crilet::logs::layout::legacy_log_symlink(
+            links.path(),
+            &meta.name,
+            &meta.namespace,
+            "app",
+            id,
+        )
+    };
+    for (n, id) in ids.iter().enumerate() {
+        std::os::unix::fs::symlink(app.join(format!("{n}.log")), link(id)).unwrap();
+    }
+    let unknown = link("0123456789abcdef");
+    std::os::unix::fs::symlink(app.join("gone.log"), &unknown).unwrap();
+    let running_dead = links.path().join(format!("other_ns_app-{}.log", ids[4]));
+    std::os::unix::fs::symlink(app.join("rotating.log"), &running_dead).unwrap();
+    let names = || {
+        let mut v: Vec<std::path::PathBuf> = std::fs::read_dir(links.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        v.sort();
+        v
+    };
     // The pod is not known to be gone (sources not all seen): only the surplus.
-    assert_eq!(container_gc::collect(&rt, &rx, root).await, 3);
+    assert_eq!(container_gc::collect(&rt, &rx, &dirs).await, 3);
     use ContainerState::{Exited, Running};
     assert_eq!(attempts_left(&rt).await, [(3, Exited), (4, Running)]);
     // The removed attempts' logs went with them (the kubelet's Clean).
@@ -272,10 +305,17 @@ async fn dead_container_gc_keeps_the_newest_exited_instance() {
         .collect();
     logs.sort();
     assert_eq!(logs, ["3.log", "4.log"]);
-    assert_eq!(container_gc::collect(&rt, &rx, root).await, 0, "stable");
+    // And their links; the unknown container's dead link went too.
+    let mut want = vec![link(&ids[3]), link(&ids[4]), running_dead.clone()];
+    want.sort();
+    assert_eq!(names(), want);
+    assert_eq!(container_gc::collect(&rt, &rx, &dirs).await, 0, "stable");
     // Every source seen and none wants the pod: its exited container goes.
     tx.send_replace(Arc::new(AgentView::default()));
-    assert_eq!(container_gc::collect(&rt, &rx, root).await, 1);
+    assert_eq!(container_gc::collect(&rt, &rx, &dirs).await, 1);
     assert_eq!(attempts_left(&rt).await, [(4, Running)]);
+    let mut want = vec![link(&ids[4]), running_dead];
+    want.sort();
+    assert_eq!(names(), want);
     clean(&rt).await;
 }

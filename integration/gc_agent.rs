@@ -66,6 +66,7 @@ async fn agent_collects_unused_images_on_its_period() {
         .args(["--hostname-override", "gc-node", "--node-ip", "127.0.0.1"])
         .arg("--root-dir")
         .arg(root.path())
+        .args(crate::support::private_log_dirs(root.path()))
         .args(["--cgroup-root", &format!("/{}", gc_cgroup_root())])
         .arg("--socket")
         .arg(root.path().join("crilet.sock"))

@@ -150,9 +150,7 @@ async fn main_log_dir(rt: &crilet::cri::CriRuntime, agent: &AgentProcess, pod: &
     .await;
     let uid = v.uid().unwrap();
     agent
-        .root
-        .path()
-        .join("logs")
+        .pod_logs_dir()
         .join(format!("default_{}_{uid}", agent.pod_name(pod)))
         .join("main")
 }

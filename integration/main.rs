@@ -33,6 +33,8 @@ mod kubelet_server_client;
 mod kubelet_server_logs;
 mod lifecycle;
 mod log_rotation;
+mod log_shipper;
+mod log_symlinks;
 mod manifest_server;
 mod mirror;
 mod mirror_client;

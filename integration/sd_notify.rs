@@ -81,6 +81,7 @@ fn a_dead_runtime_gets_status_lines_but_no_ready() {
         .args(["--port", "0", "--runtime-request-timeout", "1s"])
         .arg("--root-dir")
         .arg(dir.path().join("root"))
+        .args(crate::support::private_log_dirs(dir.path()))
         .arg("--socket")
         .arg(dir.path().join("crilet.sock"))
         .env("NOTIFY_SOCKET", &path)

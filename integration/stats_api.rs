@@ -48,6 +48,7 @@ impl DeadRuntimeAgent {
             .arg(format!("unix://{}/no-runtime.sock", dir.display()))
             .arg("--root-dir")
             .arg(dir.join("root"))
+            .args(crate::support::private_log_dirs(dir))
             .arg("--socket")
             .arg(dir.join("crilet.sock"))
             .args(["--hostname-override", "api-node"])

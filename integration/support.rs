@@ -292,17 +292,60 @@ pub fn no_kubelet_port<S: AsRef<str>>(args: &[S]) -> &'static [&'static str] {
     if asks { &[] } else { &["--port", "0"] }
 }
 
+/// `--pod-logs-dir DIR/pod-logs --container-logs-dir DIR/containers`:
+/// every `crilet run` of the tests keeps its container logs and their
+/// symlinks under a directory of its own, never in the node's
+/// /var/log/pods and /var/log/containers. An agent removes the log
+/// directories of pods it does not know and the dead symlinks there, and
+/// the three runtime passes run at once.
+pub fn private_log_dirs(dir: &std::path::Path) -> Vec<String> {
+    private_log_dirs_unless::<&str>(&[], dir)
+}
+
+/// [`private_log_dirs`], without the flags `args` already name.
+pub fn private_log_dirs_unless<S: AsRef<str>>(args: &[S], dir: &std::path::Path) -> Vec<String> {
+    let names = |flag: &str| {
+        args.iter().any(|a| {
+            let a = a.as_ref();
+            a == flag || a.starts_with(&format!("{flag}="))
+        })
+    };
+    let mut flags = Vec::new();
+    for (flag, sub) in [
+        ("--pod-logs-dir", "pod-logs"),
+        ("--container-logs-dir", "containers"),
+    ] {
+        if !names(flag) {
+            flags.extend([flag.to_owned(), dir.join(sub).display().to_string()]);
+        }
+    }
+    flags
+}
+
+/// [`private_log_dirs`] under a directory of this test process, for a
+/// `crilet run` that names none and no config file: such runs stop before
+/// they write.
+fn cli_log_dirs<S: AsRef<str>>(args: &[S]) -> Vec<String> {
+    if args.iter().any(|a| a.as_ref().starts_with("--config")) {
+        return Vec::new();
+    }
+    let dir = std::env::temp_dir().join(format!("crilet-cli-run-{}", std::process::id()));
+    private_log_dirs_unless(args, &dir)
+}
+
 /// Runs the crilet binary: (success, stdout, stderr). `crilet run` gets
-/// `--port 0` unless it asks for a port.
+/// `--port 0` unless it asks for a port, and log directories of its own
+/// ([`private_log_dirs`]) unless it names some or a config file.
 pub fn cli(args: &[&str]) -> (bool, String, String) {
-    let port: &[&str] = if args.first() == Some(&"run") {
-        no_kubelet_port(args)
+    let (port, dirs): (&[&str], Vec<String>) = if args.first() == Some(&"run") {
+        (no_kubelet_port(args), cli_log_dirs(args))
     } else {
-        &[]
+        (&[], Vec::new())
     };
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_crilet"))
         .args(args)
         .args(port)
+        .args(dirs)
         .output()
         .unwrap();
     (

@@ -145,7 +145,8 @@ api_requests() {
   CRILET_LOG=${CRILET_LOG:-info} "$CRILET_BIN" run --port 0 --container-runtime-endpoint "unix://$1" \
     --pod-manifest-path "$dir/manifests" --kubeconfig "$CRILET_KUBE_NODE_KUBECONFIG_DIR/kubeconfig-$node" \
     --hostname-override "$node" --cgroup-root /crilet-bench --node-ip 127.0.0.1 \
-    --root-dir "$dir/root" --socket "$dir/crilet.sock" >"$dir/crilet.log" 2>&1 &
+    --root-dir "$dir/root" --pod-logs-dir "$dir/pod-logs" --container-logs-dir "$dir/containers" \
+    --socket "$dir/crilet.sock" >"$dir/crilet.log" 2>&1 &
   pid=$!
   echo "$pid" >"$API_CRILET_PID_FILE"
   t0=$(date +%s)

@@ -52,3 +52,34 @@ need_packaging_tools() {
     env -u CARGO_TARGET_DIR cargo install --quiet --locked cargo-deb --version "$CARGO_DEB_VERSION" >&2
   fi
 }
+
+# rsyslog, the log shipper of the integration test that tails crilet's
+# container log symlinks (integration/log_shipper.rs starts a private
+# rsyslogd in the foreground and stops it by PID). Installed when missing,
+# never started: Debian's postinst starts the system rsyslogd through
+# invoke-rc.d (or deb-systemd-invoke), which a policy-rc.d that exits 101
+# forbids. One is put in place for the install unless the machine has one,
+# and any rsyslogd the install started anyway is stopped, by PID.
+need_log_shipper() {
+  command -v rsyslogd >/dev/null && return 0
+  say "apt-get install rsyslog (the log shipper test; not started)"
+  local policy=/usr/sbin/policy-rc.d ours= before after pid
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# crilet scripts/lib.sh: no service starts during this install\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    ours=1
+  fi
+  before=$(pidof rsyslogd || true)
+  export DEBIAN_FRONTEND=noninteractive
+  local rc=0
+  { apt-get install -y --no-install-recommends rsyslog >/dev/null 2>&1 || {
+      apt-get update >/dev/null
+      apt-get install -y --no-install-recommends rsyslog >/dev/null
+    }; } || rc=$?
+  [ -n "$ours" ] && rm -f "$policy"
+  after=$(pidof rsyslogd || true)
+  for pid in $after; do
+    case " $before " in *" $pid "*) ;; *) say "stopping the rsyslogd the install started (pid $pid)"; kill "$pid" ;; esac
+  done
+  return $rc
+}

@@ -27,6 +27,7 @@ setsid "$CRILET" run \
   --container-runtime-endpoint "$EP" \
   --pod-manifest-path "$ROOT/examples/static-pods" \
   --root-dir "$STATE/crilet-root" \
+  --pod-logs-dir "$STATE/pod-logs" --container-logs-dir "$STATE/containers" \
   --cgroup-root /crilet \
   --socket "$STATE/crilet.sock" --stats-period 2s --http-address 127.0.0.1:10255 \
   </dev/null >>"$STATE/crilet.log" 2>&1 &
@@ -57,7 +58,9 @@ cat >&2 <<MSG
 
 Look around:
   tail -f $STATE/crilet.log                       # one line per decision
-  ls $STATE/crilet-root/logs/                     # container logs, <ns>_<name>_<uid>/<container>/<n>.log
+  ls $STATE/pod-logs/                             # container logs, <ns>_<name>_<uid>/<container>/<n>.log
+  ls -l $STATE/containers/                        # their symlinks, <pod>_<ns>_<container>-<id>.log
+                                                  # (by default /var/log/pods and /var/log/containers)
   $CRILET runtime-info --container-runtime-endpoint $EP
   $CRILET pods --socket $STATE/crilet.sock          # or stats, summary; -o json|yaml
   grpcurl -plaintext -unix $STATE/crilet.sock list                # if grpcurl is installed

@@ -128,6 +128,9 @@ class Crilet:
             "--file-check-frequency", "1s",
             "--hostname-override", self.a.node,
             "--root-dir", str(root),
+            # Its own log directories, not the machine's /var/log.
+            "--pod-logs-dir", str(Path(self.a.dir) / "pod-logs"),
+            "--container-logs-dir", str(Path(self.a.dir) / "containers"),
             "--cgroup-root", f"/{self.a.cgroup_root}",
             "--node-ip", "127.0.0.1",
             "--socket", str(root / "crilet.sock"),
@@ -270,14 +273,21 @@ def host_dirs(a):
                     cgroups.setdefault(rel, [uid, 0])[1] += 1
     for rel, (uid, n) in sorted(cgroups.items()):
         found["cgroup-leak"].append((f"/sys/fs/cgroup/*/{rel} (in {n} hierarchies)", uid))
-    root = Path(a.dir) / "root"
-    for invariant, sub in (("log-leak", "logs"), ("pod-dir-leak", "pods")):
+    for invariant, parent in (("log-leak", Path(a.dir) / "pod-logs"), ("pod-dir-leak", Path(a.dir) / "root" / "pods")):
         try:
-            entries = list((root / sub).iterdir())
+            entries = list(parent.iterdir())
         except OSError:
             continue
         found[invariant] += [(str(d), sc.dir_uid(invariant, d.name)) for d in entries]
     return found
+
+
+def log_links(a):
+    """The container log symlinks, as (name, whether its log exists)."""
+    try:
+        return [(p.name, p.exists()) for p in (Path(a.dir) / "containers").iterdir()]
+    except OSError:
+        return []
 
 
 def look(a, m, crilet, prev):
@@ -289,7 +299,8 @@ def look(a, m, crilet, prev):
         r.pending.append(f"runtime not answering: {e}")
         return r
     unchanged = m.unchanged_full_names(a.node)
-    return sc.check(m.wants, a.node, sandboxes, containers, host_dirs(a), prev, unchanged, crilet.rss_kib())
+    return sc.check(m.wants, a.node, sandboxes, containers, host_dirs(a), prev, unchanged, crilet.rss_kib(),
+                    log_links(a))
 
 
 def quiet_and_check(a, m, crilet, ctd, prev):

@@ -16,6 +16,12 @@ Invariants, once crilet has converged after a quiet period:
   cgroup-leak, log-leak, pod-dir-leak
                no pod cgroup, log directory or pod directory of a UID that
                no wanted pod has;
+  symlink-leak no container log symlink (<pod>_<ns>_<container>-<id>.log)
+               of a container the runtime no longer has, or whose log is
+               gone (crilet removes it with its container);
+  symlink-missing
+               every wanted pod's running container has its symlink (made
+               at start, or by the next crilet when one was killed first);
   rss          crilet's resident set below the limit (64 MiB).
 `pending` lists what has not converged yet: a wanted pod without a ready
 sandbox running its current container. After the bounded wait it counts as
@@ -104,6 +110,15 @@ def dir_uid(invariant, basename):
     raise ValueError(f"unknown directory invariant {invariant!r}")
 
 
+def link_container_id(name):
+    """The container ID (or the prefix of it a long name kept) a container
+    log symlink's name ends with, after its last "-" and before ".log";
+    None for another name."""
+    if not name.endswith(".log"):
+        return None
+    return name[: -len(".log")].rsplit("-", 1)[-1] or None
+
+
 def _norm(uid):
     return uid.replace("-", "").replace("_", "")
 
@@ -127,13 +142,15 @@ def duplicates(sandboxes):
     return found
 
 
-def check(wants, node, sandboxes, containers, dirs, prev, unchanged, rss_kib):
+def check(wants, node, sandboxes, containers, dirs, prev, unchanged, rss_kib, links=None):
     """One look at the node.
 
     wants: {file: Want}; sandboxes / containers: crictl pods / ps -a
     items; dirs: {"cgroup-leak"|"log-leak"|"pod-dir-leak": [(path, uid)]};
     prev: {full name: Seen} from the last check; unchanged: full names whose
-    manifest was not touched since then; rss_kib: crilet's VmRSS or None.
+    manifest was not touched since then; rss_kib: crilet's VmRSS or None;
+    links: the container log symlinks as [(name, whether its log exists)],
+    or None when not looked at.
     """
     r = Report()
     sandboxes = [s for s in sandboxes if kubelet_labelled(s)]
@@ -215,6 +232,21 @@ def check(wants, node, sandboxes, containers, dirs, prev, unchanged, rss_kib):
         for path, uid in found:
             if uid is not None and _norm(uid) not in r.wanted_uids:
                 r.violations.append((invariant, f"{path}: uid {uid} belongs to no wanted pod"))
+
+    if links is not None:
+        ids = [c["id"] for c in containers]
+        linked = set()
+        for name, alive in sorted(links):
+            cid = link_container_id(name)
+            owners = [i for i in ids if cid is not None and i.startswith(cid)]
+            linked.update(owners)
+            if not owners:
+                r.violations.append(("symlink-leak", f"{name}: no such container"))
+            elif not alive:
+                r.violations.append(("symlink-leak", f"{name}: its log is gone"))
+        for fn, seen in sorted(r.snapshot.items()):
+            if seen.container_id not in linked:
+                r.violations.append(("symlink-missing", f"{fn}: container {seen.container_id[:13]} has no log symlink"))
 
     if rss_kib is not None and rss_kib >= RSS_LIMIT_KIB:
         r.violations.append(("rss", f"crilet VmRSS {rss_kib} KiB >= {RSS_LIMIT_KIB} KiB"))

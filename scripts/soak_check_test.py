@@ -51,8 +51,8 @@ def base():
     return wants, sandboxes, containers, dirs
 
 
-def run(wants, sandboxes, containers, dirs, prev=None, unchanged=(), rss=1000):
-    return sc.check(wants, NODE, sandboxes, containers, dirs, prev or {}, set(unchanged), rss)
+def run(wants, sandboxes, containers, dirs, prev=None, unchanged=(), rss=1000, links=None):
+    return sc.check(wants, NODE, sandboxes, containers, dirs, prev or {}, set(unchanged), rss, links)
 
 
 def kinds(report):
@@ -240,6 +240,36 @@ class Rss(unittest.TestCase):
         self.assertTrue(run(*base(), rss=None).ok())
         r = run(*base(), rss=sc.RSS_LIMIT_KIB)
         self.assertEqual(kinds(r), ["rss"])
+
+
+class SymlinkTest(unittest.TestCase):
+    LINKS = [(f"soak-00-{NODE}_default_c4-ca.log", True), (f"soak-03-{NODE}_default_c7-cb.log", True)]
+
+    def test_names(self):
+        self.assertEqual(sc.link_container_id("web_default_main-0a1b2c.log"), "0a1b2c")
+        self.assertEqual(sc.link_container_id("web_default_main-0a1b2c.log.gz"), None)
+        self.assertEqual(sc.link_container_id("web_default_main-.log"), None)
+
+    def test_one_link_per_running_wanted_container_keeps_it(self):
+        wants, sandboxes, containers, dirs = base()
+        r = run(wants, sandboxes, containers, dirs, links=self.LINKS)
+        self.assertEqual(r.violations, [])
+        # Not looked at: nothing said.
+        self.assertEqual(run(wants, sandboxes, containers, dirs).violations, [])
+
+    def test_a_link_of_a_gone_container_or_to_a_gone_log_leaks(self):
+        wants, sandboxes, containers, dirs = base()
+        links = self.LINKS + [("old_default_c1-cz.log", True)]
+        links[0] = (links[0][0], False)
+        r = run(wants, sandboxes, containers, dirs, links=links)
+        self.assertEqual(kinds(r), ["symlink-leak"])
+        self.assertEqual(len(r.violations), 2, r.violations)
+
+    def test_a_running_wanted_container_without_a_link_is_missing_one(self):
+        wants, sandboxes, containers, dirs = base()
+        r = run(wants, sandboxes, containers, dirs, links=self.LINKS[1:])
+        self.assertEqual(kinds(r), ["symlink-missing"])
+        self.assertIn(FN_A, r.violations[0][1])
 
 
 if __name__ == "__main__":

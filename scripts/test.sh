@@ -86,6 +86,7 @@ timed_test parity-no-runtime --test parity --
 # output to a file in $TIMES, printed whole when it ends. The apt-get and
 # cargo installs they need happen first, one at a time.
 need_packaging_tools
+need_log_shipper
 JOBS=() JOB_NAMES=()
 job() { # NAME COMMAND...: runs in the background, output to $TIMES/NAME.log
   local name=$1

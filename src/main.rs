@@ -180,7 +180,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     let debug = crilet::stats::debug_api::DebugApi {
         sources: sources.clone(),
         runtime: runtime.clone(),
-        root_dir: settings.root_dir.clone(),
+        pod_logs_dir: settings.log_dirs.pod_logs_dir.clone(),
     };
     let kubelet_handlers = crilet::server::handlers::Handlers {
         sources: sources.clone(),
@@ -189,7 +189,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
             metrics: metrics.clone(),
         },
         runtime: runtime.clone(),
-        root_dir: settings.root_dir.clone(),
+        pod_logs_dir: settings.log_dirs.pod_logs_dir.clone(),
     };
     let mut servers = stats_server::spawn(
         listeners,
@@ -218,6 +218,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         disk: Arc::new(Statvfs),
         node_name: node_name.clone(),
         root_dir: settings.root_dir.clone(),
+        pod_logs_dir: settings.log_dirs.pod_logs_dir.clone(),
         proc_root: std::path::PathBuf::from("/proc"),
         period: settings.serve.stats_period,
     };
@@ -260,9 +261,21 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         endpoint = %settings.container_runtime_endpoint,
         "crilet starting"
     );
+    // The kubelet's data directories: the pod logs directory must be there,
+    // the symlinks' is made if it can be.
+    crilet::logs::symlinks::setup_dirs(&settings.log_dirs)?;
+    // Containers started by a crilet with other log directories (before an
+    // upgrade, or other flags) get the links they lack.
+    tokio::spawn({
+        let (runtime, dirs) = (runtime.clone(), settings.log_dirs.clone());
+        async move {
+            crilet::logs::symlinks::link_existing(runtime.as_ref(), &dirs).await;
+        }
+    });
     let node = NodeContext {
         node_name,
         root_dir: settings.root_dir.clone(),
+        log_dirs: settings.log_dirs.clone(),
         cgroup_root: settings.cgroup_root.clone(),
         cgroup_driver: settings.cgroup_driver,
         host_dns: machine::read_host_dns(std::path::Path::new("/etc/resolv.conf")),
@@ -282,7 +295,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
                 policy,
                 monitor_interval: settings.container_logs.monitor_interval,
                 max_workers: settings.container_logs.max_workers,
-                root_dir: settings.root_dir.clone(),
+                pod_logs_dir: settings.log_dirs.pod_logs_dir.clone(),
                 now: jiff::Timestamp::now,
             };
             tokio::spawn(rotation.run(cancel.clone()));

@@ -48,6 +48,11 @@ impl AgentProcess {
             .args(["--cgroup-root", cgroup_root])
             .arg("--root-dir")
             .arg(scratch.join("root"))
+            // Its own log directories, not the machine's /var/log.
+            .arg("--pod-logs-dir")
+            .arg(scratch.join("pod-logs"))
+            .arg("--container-logs-dir")
+            .arg(scratch.join("containers"))
             .arg("--socket")
             .arg(scratch.join("crilet.sock"))
             .args(extra)

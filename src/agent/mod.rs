@@ -148,7 +148,7 @@ impl Agent {
             self.runtime.clone(),
             view_rx.clone(),
             crate::kuberuntime::container_gc_driver::CONTAINER_GC_PERIOD,
-            self.node.root_dir.clone(),
+            self.node.log_dirs.clone(),
             cancel.clone(),
         ));
         let (mirrors_tx, mirrors_rx) = mpsc::channel(16);

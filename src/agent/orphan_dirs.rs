@@ -1,7 +1,13 @@
 //! Orphaned pod leftovers on the host: `<root>/pods/<uid>`, the log
-//! directories `<root>/logs/<namespace>_<name>_<uid>` and the pod cgroups
-//! (`<cgroup-root>/kubepods[/<qos>]/pod<uid>`, or the systemd slices) of
-//! pods crilet no longer knows.
+//! directories `<pod-logs-dir>/<namespace>_<name>_<uid>` and the pod
+//! cgroups (`<cgroup-root>/kubepods[/<qos>]/pod<uid>`, or the systemd
+//! slices) of pods crilet no longer knows.
+//!
+//! `<root>/logs`, where crilet kept pod logs before `--pod-logs-dir`, is
+//! swept as the pod logs directory is: a pod that ran across an upgrade
+//! keeps writing there (its runtime objects name that place), and its
+//! directory goes once the pod is gone; the directory itself goes once
+//! empty. Nothing is ever written there.
 //!
 //! A pod's worker removes all three when it terminates the pod. But a
 //! crilet killed between removing a pod's runtime objects and its
@@ -28,25 +34,27 @@ use tokio::time::Instant;
 
 use crate::cm::cgroup::{pod_cgroup_dirs, remove_pod_cgroup};
 use crate::kuberuntime::mapping::{self, NodeContext};
+use crate::logs::layout::pod_uid_of_log_dir;
 
 /// How often the sync loop sweeps (the kubelet's housekeeping period).
 pub const SWEEP_PERIOD: Duration = Duration::from_secs(2);
 
-/// The pod UID a directory under the root dir is named after: `<uid>`
-/// under `pods/`, `<namespace>_<name>_<uid>` under `logs/` (names and
-/// UIDs never hold `_`). `None` for a name of another shape.
+/// The pod UID a directory is named after: `<uid>` under `<root>/pods`,
+/// `<namespace>_<name>_<uid>` under a pod logs directory (`logs`; names
+/// and UIDs never hold `_`). `None` for a name of another shape.
 pub fn dir_uid<'a>(kind: &str, name: &'a str) -> Option<&'a str> {
     match kind {
         "pods" => (!name.is_empty() && !name.starts_with('.')).then_some(name),
-        "logs" => {
-            let parts: Vec<&str> = name.split('_').collect();
-            match parts[..] {
-                [ns, pod, uid] if !ns.is_empty() && !pod.is_empty() && !uid.is_empty() => Some(uid),
-                _ => None,
-            }
-        }
+        "logs" => pod_uid_of_log_dir(name),
         _ => None,
     }
+}
+
+/// `<root>/logs`, the pod logs directory of crilets before
+/// `--pod-logs-dir`, unless it is the pod logs directory now.
+pub fn legacy_pod_logs_dir(node: &NodeContext) -> Option<PathBuf> {
+    let dir = node.root_dir.join("logs");
+    (dir != node.log_dirs.pod_logs_dir).then_some(dir)
 }
 
 /// Where pod cgroups live for this node, one entry per QoS class: the
@@ -64,17 +72,22 @@ pub fn pod_cgroup_slots(node: &NodeContext) -> Vec<(String, String, String)> {
         .collect()
 }
 
-/// What a sweep would remove: the pod and log directories under
-/// `node.root_dir` and the pod cgroups (as cgroup paths) whose UID is not
-/// in `known`.
+/// What a sweep would remove: the pod directories under `node.root_dir`,
+/// the pod log directories (and those of [`legacy_pod_logs_dir`]) and the
+/// pod cgroups (as cgroup paths) whose UID is not in `known`.
 pub fn orphaned(
     node: &NodeContext,
     cgroup_fs: &Path,
     known: &HashSet<&str>,
 ) -> (Vec<PathBuf>, Vec<String>) {
     let mut dirs = Vec::new();
-    for kind in ["pods", "logs"] {
-        let Ok(entries) = std::fs::read_dir(node.root_dir.join(kind)) else {
+    let parents = [
+        ("pods", Some(node.root_dir.join("pods"))),
+        ("logs", Some(node.log_dirs.pod_logs_dir.clone())),
+        ("logs", legacy_pod_logs_dir(node)),
+    ];
+    for (kind, parent) in parents {
+        let Some(Ok(entries)) = parent.map(std::fs::read_dir) else {
             continue;
         };
         for e in entries.filter_map(Result::ok) {
@@ -178,6 +191,13 @@ impl Sweeper {
                 Err(e) => self.warn(shown, e),
             }
         }
+        // The old pod logs directory, once its last pod's directory went
+        // (an error says it is still in use, or already gone).
+        if let Some(legacy) = legacy_pod_logs_dir(node) {
+            if std::fs::remove_dir(&legacy).is_ok() {
+                removed.push(legacy.display().to_string());
+            }
+        }
         for cgroup in cgroups {
             // Processes no runtime knows, such as a `runc init` left behind by
             // a containerd killed during RunPodSandbox: killed first, as the
@@ -238,6 +258,10 @@ mod tests {
         NodeContext {
             node_name: "n".into(),
             root_dir: root.to_path_buf(),
+            log_dirs: crate::logs::layout::LogDirs {
+                pod_logs_dir: root.join("pod-logs"),
+                container_logs_dir: root.join("containers"),
+            },
             cgroup_root: cgroup_root.into(),
             cgroup_driver: driver,
             host_dns: Default::default(),
@@ -290,9 +314,16 @@ mod tests {
         let cg = root.join("cgroup");
         made(root, "pods/live/containers/app");
         made(root, "pods/gone/containers/app");
-        std::fs::write(made(root, "logs/default_web-n_gone/app").join("0.log"), "x").unwrap();
-        made(root, "logs/default_web-n_live/app");
-        made(root, "logs/not-a-pod-dir");
+        std::fs::write(
+            made(root, "pod-logs/default_web-n_gone/app").join("0.log"),
+            "x",
+        )
+        .unwrap();
+        made(root, "pod-logs/default_web-n_live/app");
+        made(root, "pod-logs/not-a-pod-dir");
+        // Before --pod-logs-dir: the same rule.
+        made(root, "logs/default_old-n_gone/app");
+        made(root, "logs/default_old-n_live/app");
         std::fs::write(root.join("pods/stray-file"), "x").unwrap();
         // Two v1 hierarchies; the QoS parents are not pods.
         for h in ["cpu", "memory"] {
@@ -311,7 +342,8 @@ mod tests {
         assert_eq!(
             removed,
             [
-                shown("logs/default_web-n_gone"),
+                shown("logs/default_old-n_gone"),
+                shown("pod-logs/default_web-n_gone"),
                 shown("pods/gone"),
                 "/soak/kubepods/besteffort/podgone".into(),
                 "/soak/kubepods/podgone2".into(),
@@ -319,8 +351,9 @@ mod tests {
         );
         for kept in [
             "pods/live/containers/app",
-            "logs/default_web-n_live/app",
-            "logs/not-a-pod-dir",
+            "pod-logs/default_web-n_live/app",
+            "pod-logs/not-a-pod-dir",
+            "logs/default_old-n_live/app",
             "pods/stray-file",
             "cgroup/cpu/soak/kubepods/burstable/podlive",
             "cgroup/memory/soak/kubepods/besteffort",
@@ -332,6 +365,31 @@ mod tests {
         made(root, "pods/gone-later");
         assert!(sweeper.maybe_sweep(&node, &cg, &known).is_empty());
         assert!(root.join("pods/gone-later").exists());
+        // Once the last pod of before goes, so does the old directory.
+        let removed = Sweeper::default().maybe_sweep(&node, &cg, &HashSet::new());
+        assert!(removed.contains(&shown("logs")), "{removed:?}");
+        assert!(!root.join("logs").exists());
+        assert!(
+            root.join("pod-logs").exists(),
+            "the pod logs directory stays"
+        );
+    }
+
+    #[test]
+    fn a_pod_logs_dir_under_the_old_name_is_swept_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let mut node = node(root, CgroupDriver::Cgroupfs, "/");
+        node.log_dirs.pod_logs_dir = root.join("logs");
+        made(root, "logs/default_web-n_gone");
+        let (dirs, _) = orphaned(&node, &root.join("cgroup"), &HashSet::new());
+        assert_eq!(dirs, [root.join("logs/default_web-n_gone")]);
+        let removed = Sweeper::default().maybe_sweep(&node, &root.join("cgroup"), &HashSet::new());
+        assert_eq!(
+            removed,
+            [root.join("logs/default_web-n_gone").display().to_string()]
+        );
+        assert!(root.join("logs").exists(), "the pod logs directory stays");
     }
 
     #[test]

@@ -324,13 +324,15 @@ async fn a_loop_that_falls_behind_the_stream_relists_at_once() {
 #[tokio::test(start_paused = true)]
 async fn the_relist_sweeps_directories_of_pods_nothing_knows() {
     // Left by a crilet killed before it removed them: a pod directory and a
-    // log directory of a pod that is gone from the sources and the runtime.
+    // log directory of a pod that is gone from the sources and the runtime;
+    // and one in the pod logs directory of crilets before --pod-logs-dir.
     let rt = Arc::new(FakeRuntime::new());
     let h = start(rt, false, EVENT_BUFFER).await;
     let root = h._root.path().to_path_buf();
     for dir in [
         "pods/gone/containers/app",
-        "logs/default_old-n1_gone/app",
+        "pod-logs/default_old-n1_gone/app",
+        "logs/default_older-n1_gone/app",
         "cgroup/memory/kubepods/besteffort/podgone",
         "cgroup/memory/kubepods/besteffort/podu1",
     ] {
@@ -339,7 +341,11 @@ async fn the_relist_sweeps_directories_of_pods_nothing_knows() {
     run_for(3 * S).await;
     assert!(h.running().await.is_some(), "the pod runs");
     assert!(!root.join("pods/gone").exists(), "{}", h.logs.text());
-    assert!(!root.join("logs/default_old-n1_gone").exists());
+    assert!(!root.join("pod-logs/default_old-n1_gone").exists());
+    assert!(
+        !root.join("logs").exists(),
+        "the old pod logs directory went once empty"
+    );
     assert!(
         !root
             .join("cgroup/memory/kubepods/besteffort/podgone")
@@ -351,10 +357,10 @@ async fn the_relist_sweeps_directories_of_pods_nothing_knows() {
         root.join("cgroup/memory/kubepods/besteffort/podu1")
             .exists()
     );
-    let own_logs = std::fs::read_dir(root.join("logs")).unwrap();
+    let own_logs = std::fs::read_dir(root.join("pod-logs")).unwrap();
     let own_logs: Vec<_> = own_logs.map(|e| e.unwrap().file_name()).collect();
     assert_eq!(own_logs, ["default_web_u1"]);
-    assert_eq!(h.logs.count("removed the directory or cgroup of a pod"), 3);
+    assert_eq!(h.logs.count("removed the directory or cgroup of a pod"), 5);
 }
 
 #[tokio::test(start_paused = true)]

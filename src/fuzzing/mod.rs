@@ -95,6 +95,7 @@ fn node_context() -> NodeContext {
     NodeContext {
         node_name: NODE.into(),
         root_dir: PathBuf::from("/var/lib/crilet"),
+        log_dirs: Default::default(),
         cgroup_root: "/".into(),
         cgroup_driver: CgroupDriver::Cgroupfs,
         host_dns: DnsConfig {

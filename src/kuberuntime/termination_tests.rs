@@ -183,6 +183,7 @@ fn ctx() -> NodeContext {
     NodeContext {
         node_name: "n".into(),
         root_dir: "/var/lib/crilet".into(),
+        log_dirs: Default::default(),
         cgroup_root: "/".into(),
         cgroup_driver: crate::cri::CgroupDriver::Cgroupfs,
         host_dns: DnsConfig::default(),
@@ -243,7 +244,7 @@ fn exited(policy: &str, exit_code: i32) -> ContainerStatus {
                 ..Default::default()
             },
         ],
-        log_path: "/var/lib/crilet/logs/default_web_u1/app/5.log".into(),
+        log_path: "/var/log/pods/default_web_u1/app/5.log".into(),
     }
 }
 
@@ -251,9 +252,7 @@ fn exited(policy: &str, exit_code: i32) -> ContainerStatus {
 fn message_source_table() {
     let fallback = TERMINATION_MESSAGE_POLICY_FALLBACK;
     let file = Some(PathBuf::from("/var/lib/crilet/pods/u1/containers/app/2"));
-    let log = Some(PathBuf::from(
-        "/var/lib/crilet/logs/default_web_u1/app/5.log",
-    ));
+    let log = Some(PathBuf::from("/var/log/pods/default_web_u1/app/5.log"));
     type Edit = fn(&mut ContainerStatus);
     let rows: Vec<(&str, &str, i32, Edit, Option<MessageSource>)> = vec![
         (
@@ -318,6 +317,16 @@ fn message_source_table() {
             Some(MessageSource {
                 file: file.clone(),
                 fallback_log: log.clone(),
+            }),
+        ),
+        (
+            "an absolute log path is the runtime's, wherever it is",
+            fallback,
+            1,
+            |c| c.log_path = "/var/lib/crilet/logs/default_web_u1/app/5.log".into(),
+            Some(MessageSource {
+                file: file.clone(),
+                fallback_log: Some("/var/lib/crilet/logs/default_web_u1/app/5.log".into()),
             }),
         ),
         (

@@ -1,6 +1,6 @@
 //! The container log rotation driver (the kubelet's container log manager)
-//! and the removal of a container's log files with the container (its
-//! `Clean`).
+//! and the removal of a container's log files and symlink with the
+//! container (its `Clean`, and the kubelet's `removeContainerLog`).
 //!
 //! Every monitor interval it lists the runtime's containers and checks
 //! each running one's log, at most `max_workers` at a time: ContainerStatus
@@ -27,13 +27,12 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use super::layout::pod_log_dir_of;
-use crate::cri::{ContainerFilter, ContainerState, ContainerStatus, Runtime, RuntimeError};
+use super::layout::{LogDirs, container_log_file};
+use crate::cri::{ContainerFilter, ContainerState, Runtime, RuntimeError};
 use crate::logs::rotation::{
     COMPRESS_SUFFIX, Decision, RotatePolicy, Step, TIMESTAMP_FORMAT, TMP_SUFFIX, clean_targets,
     plan,
 };
-use crate::pod::{POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LogRotationError {
@@ -66,6 +65,8 @@ pub enum LogRotationError {
         source: RuntimeError,
         rename_back: Option<io::Error>,
     },
+    #[error("{0}")]
+    Symlink(Box<super::symlinks::SymlinkError>),
 }
 
 /// What one check did.
@@ -87,27 +88,6 @@ pub enum Outcome {
     Waited { log: PathBuf, taken: String },
 }
 
-/// The log file of a container: the runtime's path when absolute (containerd
-/// and CRI-O answer so), otherwise relative to the pod's log directory under
-/// `root_dir`, as CreateContainer was given it. `None` without a log path.
-pub fn container_log_file(status: &ContainerStatus, root_dir: &Path) -> Option<PathBuf> {
-    if status.log_path.is_empty() {
-        return None;
-    }
-    let path = Path::new(&status.log_path);
-    if path.is_absolute() {
-        return Some(path.to_path_buf());
-    }
-    let label = |k: &str| status.labels.get(k).map(String::as_str);
-    let dir = pod_log_dir_of(
-        root_dir,
-        label(POD_NAMESPACE_LABEL)?,
-        label(POD_NAME_LABEL)?,
-        label(POD_UID_LABEL)?,
-    );
-    Some(dir.join(path))
-}
-
 /// The rotation driver's settings and runtime.
 #[derive(Clone)]
 pub struct LogRotation {
@@ -115,8 +95,8 @@ pub struct LogRotation {
     pub policy: RotatePolicy,
     pub monitor_interval: Duration,
     pub max_workers: usize,
-    /// `--root-dir`, for a relative log path.
-    pub root_dir: PathBuf,
+    /// `--pod-logs-dir`, for a relative log path.
+    pub pod_logs_dir: PathBuf,
     /// The clock that names rotated files.
     pub now: fn() -> jiff::Timestamp,
 }
@@ -179,7 +159,7 @@ impl LogRotation {
                 source,
             }
         })?;
-        let Some(log) = container_log_file(&status, &self.root_dir) else {
+        let Some(log) = container_log_file(&status, &self.pod_logs_dir) else {
             return Ok(Outcome::NoLog);
         };
         let (Some(dir), Some(name)) = (log.parent(), log.file_name().and_then(|n| n.to_str()))
@@ -340,12 +320,14 @@ fn io_error(id: &str, op: &'static str, path: &Path, source: io::Error) -> LogRo
 }
 
 /// Removes the container's log and its rotated files (the kubelet's
-/// `Clean`: every file named `<log>*`), before the container itself is
-/// removed. A container the runtime no longer knows has nothing to clean.
-/// Returns the files removed.
+/// `Clean`: every file named `<log>*`), then its symlink in the container
+/// logs directory (named from its labels and ID), before the container
+/// itself is removed. A container the runtime no longer knows has nothing
+/// to clean (its link, if any, is left to the dead-link sweep). Returns
+/// the files and the link removed.
 pub async fn clean_container_logs(
     rt: &dyn Runtime,
-    root_dir: &Path,
+    dirs: &LogDirs,
     id: &str,
 ) -> Result<Vec<PathBuf>, LogRotationError> {
     let status = match rt.container_status(id).await {
@@ -358,9 +340,18 @@ pub async fn clean_container_logs(
             });
         }
     };
-    let Some(log) = container_log_file(&status, root_dir) else {
-        return Ok(Vec::new());
+    let mut removed = match container_log_file(&status, &dirs.pod_logs_dir) {
+        Some(log) => remove_log_files(id, log).await?,
+        None => Vec::new(),
     };
+    let link = super::symlinks::remove_link(&dirs.container_logs_dir, &status, id)
+        .map_err(|e| LogRotationError::Symlink(Box::new(e)))?;
+    removed.extend(link);
+    Ok(removed)
+}
+
+/// Removes `log` and every `<log>*` beside it.
+async fn remove_log_files(id: &str, log: PathBuf) -> Result<Vec<PathBuf>, LogRotationError> {
     let (Some(dir), Some(name)) = (log.parent(), log.file_name().and_then(|n| n.to_str())) else {
         return Ok(Vec::new());
     };

@@ -5,6 +5,7 @@ use std::io::Read;
 
 use super::*;
 use crate::cri::{ContainerConfig, ContainerMetadata, FakeRuntime, PodSandboxConfig};
+use crate::pod::{POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL};
 
 const T0: &str = "2026-01-01T12:00:00Z";
 
@@ -43,6 +44,7 @@ impl Setup {
             (POD_NAME_LABEL, "web"),
             (POD_NAMESPACE_LABEL, "default"),
             (POD_UID_LABEL, "u1"),
+            (crate::pod::CONTAINER_NAME_LABEL, name),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -71,8 +73,17 @@ impl Setup {
             },
             monitor_interval: Duration::from_secs(10),
             max_workers: 2,
-            root_dir: self.dir.path().to_path_buf(),
+            pod_logs_dir: self.dir.path().to_path_buf(),
             now,
+        }
+    }
+
+    /// The pod logs directory is the temporary directory; the links go to
+    /// its `containers`.
+    fn dirs(&self) -> LogDirs {
+        LogDirs {
+            pod_logs_dir: self.dir.path().to_path_buf(),
+            container_logs_dir: self.path("containers"),
         }
     }
 
@@ -266,7 +277,7 @@ async fn two_rotations_in_one_second_wait_for_the_next_check() {
 async fn a_relative_log_path_is_under_the_pods_log_directory() {
     let s = Setup::new();
     let id = s.container("c", "c/0.log").await;
-    let dir = "logs/default_web_u1/c";
+    let dir = "default_web_u1/c";
     s.write(&format!("{dir}/0.log"), &"x".repeat(100));
     let d = s.driver(100, 3, at_t0);
     assert!(matches!(
@@ -348,20 +359,28 @@ async fn clean_removes_the_log_and_every_rotated_file_only() {
     ] {
         s.write(&format!("c/{f}"), "x");
     }
-    let removed = clean_container_logs(s.rt.as_ref(), s.dir.path(), &id)
+    // The container's link, and another container's.
+    std::fs::create_dir_all(s.path("containers")).unwrap();
+    let link = s.path(&format!("containers/web_default_c-{id}.log"));
+    let other = s.path("containers/web_default_c-0123456789.log");
+    std::os::unix::fs::symlink(s.path("c/0.log"), &link).unwrap();
+    std::os::unix::fs::symlink(s.path("c/1.log"), &other).unwrap();
+    let removed = clean_container_logs(s.rt.as_ref(), &s.dirs(), &id)
         .await
         .unwrap();
-    assert_eq!(removed.len(), 4, "{removed:?}");
+    assert_eq!(removed.len(), 5, "{removed:?}");
+    assert_eq!(removed.last(), Some(&link));
     assert_eq!(s.files("c"), ["1.log"]);
+    assert_eq!(s.files("containers"), ["web_default_c-0123456789.log"]);
     // Again: nothing left, no error; an unknown container has nothing.
     assert!(
-        clean_container_logs(s.rt.as_ref(), s.dir.path(), &id)
+        clean_container_logs(s.rt.as_ref(), &s.dirs(), &id)
             .await
             .unwrap()
             .is_empty()
     );
     assert!(
-        clean_container_logs(s.rt.as_ref(), s.dir.path(), "nope")
+        clean_container_logs(s.rt.as_ref(), &s.dirs(), "nope")
             .await
             .unwrap()
             .is_empty()
@@ -369,18 +388,29 @@ async fn clean_removes_the_log_and_every_rotated_file_only() {
     // A directory already gone is fine too.
     std::fs::remove_dir_all(s.path("c")).unwrap();
     assert!(
-        clean_container_logs(s.rt.as_ref(), s.dir.path(), &id)
+        clean_container_logs(s.rt.as_ref(), &s.dirs(), &id)
             .await
             .unwrap()
             .is_empty()
     );
     // A runtime failure is an error naming the container.
     s.rt.fail_next("ContainerStatus", tonic::Status::unavailable("down"));
-    let err = clean_container_logs(s.rt.as_ref(), s.dir.path(), &id)
+    let err = clean_container_logs(s.rt.as_ref(), &s.dirs(), &id)
         .await
         .unwrap_err()
         .to_string();
     assert!(err.contains(&id), "{err}");
+    // A link that cannot be removed (a non-empty directory holds its
+    // name) is an error naming the container and the link.
+    std::fs::create_dir_all(link.join("x")).unwrap();
+    let err = clean_container_logs(s.rt.as_ref(), &s.dirs(), &id)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&id) && err.contains(&link.display().to_string()),
+        "{err}"
+    );
 }
 
 #[test]

@@ -54,7 +54,7 @@ fn view_and_status(container_id: &str) -> (AgentView, StatusCache) {
 async fn locate_by_name_or_either_uid() {
     let (rt, cid) = runtime_with_container("app/0.log").await;
     let (view, statuses) = view_and_status(&cid);
-    let root = Path::new("/var/lib/crilet");
+    let root = Path::new("/var/log/pods");
     for r in ["default/web-n1", "web-n1", UID, MIRROR_UID] {
         let pod = PodRef::parse(r).unwrap();
         let t = locate(&view, &statuses, &rt, root, &pod, Some("app"), false)
@@ -64,9 +64,7 @@ async fn locate_by_name_or_either_uid() {
         assert_eq!(t.pod_uid, UID);
         assert_eq!(
             t.path,
-            Path::new(&format!(
-                "/var/lib/crilet/logs/default_web-n1_{UID}/app/0.log"
-            ))
+            Path::new(&format!("/var/log/pods/default_web-n1_{UID}/app/0.log"))
         );
     }
 }

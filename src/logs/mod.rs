@@ -15,6 +15,7 @@ mod follow;
 pub mod layout;
 mod options;
 pub mod rotation;
+pub mod symlinks;
 mod tail;
 
 pub use choose::{ChooseError, DEFAULT_CONTAINER_ANNOTATION, choose_container, default_container};
@@ -56,14 +57,15 @@ pub enum LocateError {
 }
 
 /// Finds the log file of `container` (None: the pod's default container)
-/// of the pod `pod` names, or of its previous instance. `root_dir` is
-/// crilet's, for runtimes that report a path relative to the pod's log
-/// directory.
+/// of the pod `pod` names, or of its previous instance, where the runtime
+/// says the container writes it (ContainerStatus). `pod_logs_dir` is
+/// `--pod-logs-dir`, for runtimes that report a path relative to the pod's
+/// log directory.
 pub async fn locate(
     view: &AgentView,
     statuses: &StatusCache,
     runtime: &dyn Runtime,
-    root_dir: &Path,
+    pod_logs_dir: &Path,
     pod: &PodRef,
     container: Option<&str>,
     previous: bool,
@@ -103,7 +105,7 @@ pub async fn locate(
     let path = if path.is_absolute() {
         path.to_path_buf()
     } else {
-        pod_log_dir_under(root_dir, &resolved.pod).join(path)
+        pod_log_dir_under(pod_logs_dir, &resolved.pod).join(path)
     };
     Ok(LogTarget {
         pod_uid: resolved.static_uid,

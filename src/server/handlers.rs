@@ -28,8 +28,8 @@ pub struct Handlers {
     pub sources: StatsSources,
     pub http: HttpApi,
     pub runtime: Arc<dyn Runtime>,
-    /// crilet's `--root-dir`, where pod logs live.
-    pub root_dir: std::path::PathBuf,
+    /// `--pod-logs-dir`, for a log path the runtime gives relative.
+    pub pod_logs_dir: std::path::PathBuf,
 }
 
 /// A refused request: its status and the line saying why.
@@ -332,7 +332,7 @@ impl Handlers {
             &view,
             &self.sources.statuses,
             self.runtime.as_ref(),
-            &self.root_dir,
+            &self.pod_logs_dir,
             &PodRef::Uid(pod.static_uid.clone()),
             Some(&c.container),
             opts.previous,

@@ -22,6 +22,7 @@ use crate::cri::{
 };
 use crate::images::disk::DiskStats;
 use crate::kuberuntime::labels::ContainerLabels;
+use crate::logs::layout::pod_log_dir_of;
 
 /// The latest sample; `None` until the first round has finished.
 pub type SampleCache = watch::Receiver<Option<Arc<Sample>>>;
@@ -33,9 +34,10 @@ pub struct Collector {
     pub runtime: Arc<dyn Runtime>,
     pub disk: Arc<dyn DiskStats>,
     pub node_name: String,
-    /// crilet's root directory: its filesystem is the node fs, and pod logs
-    /// live under `<root>/logs`.
+    /// crilet's root directory: its filesystem is the node fs.
     pub root_dir: PathBuf,
+    /// `--pod-logs-dir`: where the container logs are counted.
+    pub pod_logs_dir: PathBuf,
     /// `/proc` in production.
     pub proc_root: PathBuf,
     pub period: Duration,
@@ -119,20 +121,20 @@ impl Collector {
 
         // The blocking part: /proc, statvfs and the log directories.
         let disk = Arc::clone(&self.disk);
-        let (proc_root, root_dir, node_name) = (
+        let (proc_root, root_dir, logs, node_name) = (
             self.proc_root.clone(),
             self.root_dir.clone(),
+            self.pod_logs_dir.clone(),
             self.node_name.clone(),
         );
         let mountpoint = image_fs_usage
             .as_ref()
             .map(|u| PathBuf::from(&u.mountpoint));
-        let log_dirs = log_dirs(&root_dir, &containers);
+        let log_dirs = log_dirs(&logs, &containers);
         let (node, image_fs, log_fs, log_usage) = tokio::task::spawn_blocking(move || {
             let mut node = host::read(&proc_root, &node_name);
             node.root_fs = disk.stat(&root_dir).ok();
             let image_fs = mountpoint.and_then(|m| disk.stat(&m).ok());
-            let logs = root_dir.join("logs");
             let log_fs = disk
                 .stat(if logs.exists() { &logs } else { &root_dir })
                 .ok();
@@ -168,19 +170,17 @@ fn now() -> Time {
     Time(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
-/// `<root>/logs/<ns>_<name>_<uid>/<container>` of each running container
-/// crilet labelled.
-fn log_dirs(root_dir: &Path, containers: &[Container]) -> Vec<(String, PathBuf)> {
+/// `<pod logs dir>/<ns>_<name>_<uid>/<container>` of each running
+/// container crilet labelled (the kubelet's `BuildContainerLogsDirectory`:
+/// the directory the mapping gives a container, not the runtime's path).
+fn log_dirs(pod_logs_dir: &Path, containers: &[Container]) -> Vec<(String, PathBuf)> {
     containers
         .iter()
         .filter(|c| c.state == ContainerState::Running)
         .filter_map(|c| {
             let l = ContainerLabels::from_labels(&c.labels, &c.annotations).ok()?;
-            let pod_dir = format!("{}_{}_{}", l.pod_namespace, l.pod_name, l.pod_uid);
-            Some((
-                c.id.clone(),
-                root_dir.join("logs").join(pod_dir).join(&l.container_name),
-            ))
+            let pod_dir = pod_log_dir_of(pod_logs_dir, &l.pod_namespace, &l.pod_name, &l.pod_uid);
+            Some((c.id.clone(), pod_dir.join(&l.container_name)))
         })
         .collect()
 }
@@ -273,6 +273,7 @@ mod tests {
             disk: Arc::new(Statvfs),
             node_name: "n1".into(),
             root_dir: root.to_path_buf(),
+            pod_logs_dir: root.join("pod-logs"),
             proc_root: PathBuf::from("/proc"),
             period: DEFAULT_STATS_PERIOD,
         }

@@ -34,8 +34,8 @@ use pb::debug_server::Debug;
 pub struct DebugApi {
     pub sources: StatsSources,
     pub runtime: Arc<dyn Runtime>,
-    /// crilet's `--root-dir`, where relative log paths are anchored.
-    pub root_dir: PathBuf,
+    /// `--pod-logs-dir`, where relative log paths are anchored.
+    pub pod_logs_dir: PathBuf,
 }
 
 /// The pod and the container a request names.
@@ -177,7 +177,7 @@ impl Debug for DebugApi {
             &view,
             &self.sources.statuses,
             self.runtime.as_ref(),
-            &self.root_dir,
+            &self.pod_logs_dir,
             &PodRef::Uid(t.pod.static_uid.clone()),
             Some(&t.container),
             opts.previous,

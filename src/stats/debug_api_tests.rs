@@ -56,7 +56,7 @@ fn api(containers: &[&str]) -> DebugApi {
             samples,
         },
         runtime: Arc::new(crate::cri::FakeRuntime::new()),
-        root_dir: "/var/lib/crilet".into(),
+        pod_logs_dir: "/var/log/pods".into(),
     }
 }
 

@@ -79,14 +79,14 @@ impl ContainerLogSettings {
 }
 
 /// Where a value came from, to name it in an error.
-enum Origin<'a> {
+pub(super) enum Origin<'a> {
     Flag(&'static str),
     File { path: &'a str, field: &'static str },
     Default,
 }
 
 impl Origin<'_> {
-    fn error(&self, value: &str, problem: &str) -> ConfigError {
+    pub(super) fn error(&self, value: &str, problem: &str) -> ConfigError {
         match self {
             Origin::Flag(flag) => ConfigError::Flag {
                 message: format!("{flag} {value}: {problem}"),
@@ -103,7 +103,7 @@ impl Origin<'_> {
 }
 
 /// Flag over file over default.
-fn pick<'a, T>(
+pub(super) fn pick<'a, T>(
     flag: Option<T>,
     flag_name: &'static str,
     file: Option<T>,

@@ -1,11 +1,13 @@
 //! `crilet run` settings: flags over an optional KubeletConfiguration-style file over defaults.
 //! This file is the shared loader; each feature resolves its own fields in a file beside it.
-//! May import `cri`, `units`, `config`, `images::policy`, `stats`, `mirror` and `kuberuntime`;
+//! May import `cri`, `units`, `config`, `images::policy`, `stats`, `mirror`, `kuberuntime` and
+//! `logs::layout`;
 //! never the rest of `agent`.
 
 mod features;
 mod image_gc;
 mod kubelet_server;
+mod log_dirs;
 mod logs;
 mod mirror;
 mod node_status;
@@ -96,9 +98,21 @@ pub struct RunArgs {
     /// The node's IP (default: the first non-loopback local IPv4).
     #[arg(long)]
     pub node_ip: Option<String>,
-    /// Where crilet keeps pod logs and volumes.
+    /// Where crilet keeps pod volumes, termination-message files and its
+    /// serving certificate.
     #[arg(long)]
     pub root_dir: Option<PathBuf>,
+    /// Container logs go to DIR/NAMESPACE_POD_UID/CONTAINER/RESTARTS.log,
+    /// as the kubelet's podLogsDir (default /var/log/pods). An absolute,
+    /// normalized, ASCII path.
+    #[arg(long, value_name = "DIR")]
+    pub pod_logs_dir: Option<String>,
+    /// crilet's own (the kubelet hard-codes /var/log/containers): the
+    /// directory of the symlinks DIR/POD_NAMESPACE_CONTAINER-ID.log that
+    /// log shippers tail, one per container instance (default
+    /// /var/log/containers). An absolute, normalized, ASCII path.
+    #[arg(long, value_name = "DIR")]
+    pub container_logs_dir: Option<String>,
     /// cgroupfs path under which pod cgroups are made ("/" puts them in /kubepods).
     #[arg(long)]
     pub cgroup_root: Option<String>,
@@ -215,6 +229,10 @@ pub struct ConfigFile {
     /// crilet's own field (no KubeletConfiguration has it), as the flag.
     pub max_parallel_runtime_mutations: Option<usize>,
     pub cgroup_root: Option<String>,
+    /// The kubelet's field; relative: to the file's directory.
+    pub pod_logs_dir: Option<String>,
+    /// crilet's own field, as `--container-logs-dir`.
+    pub container_logs_dir: Option<String>,
     /// `cgroupfs` or `systemd`; checked when resolved, naming the field.
     pub cgroup_driver: Option<String>,
     pub logging: Option<LoggingConfig>,
@@ -260,6 +278,8 @@ pub struct Settings {
     pub hostname_override: Option<String>,
     pub node_ip: Option<String>,
     pub root_dir: PathBuf,
+    /// `--pod-logs-dir` and `--container-logs-dir`.
+    pub log_dirs: crate::logs::layout::LogDirs,
     pub cgroup_root: String,
     pub cgroup_driver: CgroupDriver,
     pub restrict_oom_score_adj: bool,
@@ -360,6 +380,7 @@ pub fn resolve(args: &RunArgs, file: &ConfigFile, origin: &str) -> Result<Settin
             .root_dir
             .clone()
             .unwrap_or_else(|| PathBuf::from(DEFAULT_ROOT_DIR)),
+        log_dirs: log_dirs::resolve_log_dirs(args, file, origin)?,
         cgroup_root: runtime.cgroup_root,
         cgroup_driver: runtime.cgroup_driver,
         restrict_oom_score_adj: args.restrict_oom_score_adj,

@@ -224,6 +224,7 @@ fn the_packaged_example_config_resolves() {
         "unix:///run/containerd/containerd.sock"
     );
     assert_eq!(s.cgroup_driver, CgroupDriver::Cgroupfs);
+    assert_eq!(s.log_dirs, crate::logs::layout::LogDirs::default());
     assert_eq!(s.kubelet_server.port, 10250);
     assert!(!s.kubelet_server.anonymous_auth);
     let args = RunArgs {

@@ -11,6 +11,8 @@ use crate::kuberuntime::termination_files::create_message_file;
 use crate::volume::empty_dir::{self, EmptyDir};
 use crate::volume::etc_hosts::mounts_hosts_file;
 use crate::volume::etc_hosts_file::{HostsFile, NODE_HOSTS_FILE, ensure_hosts_file};
+use crate::logs::layout::legacy_log_symlink;
+use crate::logs::symlinks::{POD_LOG_DIR_MODE, link_started_container, make_dir};
 use crate::volume::hostpath::check_volumes;
 
 impl Worker {
@@ -164,7 +166,7 @@ impl Worker {
         // containerd creates it itself, CRI-O's conmon does not and fails
         // with "Failed to open log file".
         let log_dir = mapping::pod_log_dir(&self.ctx.node, pod).join(name);
-        if let Err(e) = std::fs::create_dir_all(&log_dir) {
+        if let Err(e) = make_dir(&log_dir, POD_LOG_DIR_MODE) {
             let what = format!(
                 "creating container log directory {}: {e}",
                 log_dir.display()
@@ -220,7 +222,32 @@ impl Worker {
         self.ctx
             .container_event(pod, name, kubelet_events::started(name));
         self.waiting.remove(name);
+        self.link_log(&sandbox_config, &config, &id).await;
         self.post_start(pod, &container, &pod_ip, &id).await
+    }
+
+    /// The container's symlink in the container logs directory, made
+    /// between the start and the postStart hook as the kubelet makes it; a
+    /// failure is only logged (the container runs either way).
+    async fn link_log(
+        &self,
+        sandbox: &crate::cri::PodSandboxConfig,
+        config: &crate::cri::ContainerConfig,
+        id: &str,
+    ) {
+        let dirs = &self.ctx.node.log_dirs;
+        let link = legacy_log_symlink(
+            &dirs.container_logs_dir,
+            &sandbox.metadata.name,
+            &sandbox.metadata.namespace,
+            &config.metadata.name,
+            id,
+        );
+        let log = std::path::Path::new(&sandbox.log_directory).join(&config.log_path);
+        let rt = self.ctx.runtime.as_ref();
+        if let Err(e) = link_started_container(rt, &link, log, id, &dirs.pod_logs_dir).await {
+            tracing::warn!(error = %e, "could not create the container log symlink");
+        }
     }
 
     /// Pulls per the container's policy, recording the kubelet's image
@@ -345,7 +372,7 @@ pub(super) fn pull_key(container: &str) -> String {
 
 /// The pod's log directory, made before the sandbox.
 pub(super) fn prepare_dirs(node: &NodeContext, pod: &Pod) -> std::io::Result<()> {
-    std::fs::create_dir_all(mapping::pod_log_dir(node, pod))
+    make_dir(&mapping::pod_log_dir(node, pod), POD_LOG_DIR_MODE)
 }
 
 /// Sets up each emptyDir of the pod (defaulting made every volume without

@@ -7,10 +7,12 @@
 //! finds none of its runtime objects left.
 
 use super::*;
+use crate::agent::orphan_dirs::legacy_pod_logs_dir;
 use crate::cm::cgroup::remove_pod_cgroup;
 use crate::kuberuntime::termination_order::termination_prereqs;
 use crate::logs::container_log_manager::clean_container_logs;
 use hooks::{begin_kill, stop_container};
+use crate::logs::layout::pod_log_dir_name;
 
 impl Worker {
     pub(super) async fn terminate(
@@ -34,12 +36,12 @@ impl Worker {
         tracing::info!(pod = full_name, uid, grace, "terminating pod");
         kill_all(self.ctx.clone(), pod, &self.pod_ip, &obs, grace).await?;
         // Everything is stopped: remove it (containers go with their
-        // sandbox), each container's log files first. A pod whose spec is
+        // sandbox), each container's log files and symlink first. A pod whose spec is
         // gone (removed while crilet was down) has no log directory to
         // remove below, so its files go here.
         for c in &obs.containers {
-            let root = &self.ctx.node.root_dir;
-            if let Err(e) = clean_container_logs(rt.as_ref(), root, &c.id).await {
+            let dirs = &self.ctx.node.log_dirs;
+            if let Err(e) = clean_container_logs(rt.as_ref(), dirs, &c.id).await {
                 tracing::warn!(pod = full_name, container = %c.id, error = %e, "could not remove the container's logs");
             }
             rt.remove_container(&c.id).await?;
@@ -168,7 +170,9 @@ async fn all_stopped(tokens: &[CancellationToken]) {
 
 /// Removes the pod's directory under the root dir (emptyDirs and
 /// termination-message files) and, when the spec is known, its logs (their
-/// directory is named after the pod, not only its UID).
+/// directory is named after the pod, not only its UID), also those a crilet
+/// from before `--pod-logs-dir` started under `<root>/logs`, and that
+/// directory once empty.
 pub(super) fn remove_dirs(node: &NodeContext, uid: &str, pod: Option<&Pod>) {
     // A UID that is not one plain name must never widen the removal to
     // `pods/` itself or beyond it.
@@ -178,11 +182,23 @@ pub(super) fn remove_dirs(node: &NodeContext, uid: &str, pod: Option<&Pod>) {
     );
     let pod_dir = plain.then(|| node.root_dir.join("pods").join(uid));
     let log_dir = pod.map(|p| mapping::pod_log_dir(node, p));
-    for dir in pod_dir.into_iter().chain(log_dir) {
+    let legacy = legacy_pod_logs_dir(node);
+    let legacy_log_dir = pod.zip(legacy.as_ref()).map(|(p, dir)| {
+        dir.join(pod_log_dir_name(
+            pod::namespace(p),
+            pod::name(p),
+            pod::uid(p),
+        ))
+    });
+    for dir in pod_dir.into_iter().chain(log_dir).chain(legacy_log_dir) {
         if let Err(e) = std::fs::remove_dir_all(&dir) {
             if e.kind() != std::io::ErrorKind::NotFound {
                 tracing::warn!(dir = %dir.display(), error = %e, "could not remove pod directory");
             }
         }
+    }
+    // Fails while another pod of before the upgrade still logs there.
+    if let Some(dir) = legacy {
+        let _ = std::fs::remove_dir(dir);
     }
 }

@@ -49,6 +49,10 @@ pub(crate) fn test_context(
         node: NodeContext {
             node_name: "node-1".into(),
             root_dir: root.to_path_buf(),
+            log_dirs: crate::logs::layout::LogDirs {
+                pod_logs_dir: root.join("pod-logs"),
+                container_logs_dir: root.join("containers"),
+            },
             cgroup_root: "/".into(),
             cgroup_driver: crate::cri::CgroupDriver::Cgroupfs,
             host_dns: DnsConfig::default(),
@@ -155,7 +159,7 @@ async fn fallback_to_logs_on_error_reads_the_log_tail() {
     w.sync(&pod).await.unwrap();
     let id = only_container(&rt).await;
     // The fake reports the mapping's relative log path, under the pod's log dir.
-    let log = root.path().join("logs/default_web_u1/app/0.log");
+    let log = root.path().join("pod-logs/default_web_u1/app/0.log");
     std::fs::create_dir_all(log.parent().unwrap()).unwrap();
     std::fs::write(
         &log,
@@ -225,7 +229,7 @@ fn remove_dirs_takes_the_pod_dir_even_without_a_spec_and_nothing_wider() {
     };
     let orphan = made("pods/u1/containers/app");
     let other = made("pods/u2/containers/app");
-    let logs = made("logs/default_web_u2/app");
+    let logs = made("pod-logs/default_web_u2/app");
     // An orphan (no spec): its pod dir goes, termination files with it.
     stop::remove_dirs(&node, "u1", None);
     assert!(!orphan.parent().unwrap().parent().unwrap().exists());
@@ -235,13 +239,22 @@ fn remove_dirs_takes_the_pod_dir_even_without_a_spec_and_nothing_wider() {
         stop::remove_dirs(&node, uid, None);
         assert!(other.exists(), "{uid:?}");
     }
-    // With the spec, the logs go too.
+    // With the spec, the logs go too, also those in the old place, and
+    // the old place itself once empty.
+    let old = made("logs/default_web_u2/app");
+    let older = made("logs/default_other_u3/app");
     let mut web = pod(serde_json::json!({}), serde_json::json!([]));
     web.metadata.uid = Some("u2".into());
     stop::remove_dirs(&node, "u2", Some(&web));
     assert!(!root.path().join("pods/u2").exists());
     assert!(!logs.parent().unwrap().exists());
+    assert!(!old.parent().unwrap().exists());
+    assert!(older.exists(), "another pod's");
     assert!(root.path().join("pods").exists());
+    assert!(root.path().join("pod-logs").exists());
+    std::fs::remove_dir_all(older.parent().unwrap()).unwrap();
+    stop::remove_dirs(&node, "u2", Some(&web));
+    assert!(!root.path().join("logs").exists(), "the old place, empty");
 }
 
 #[tokio::test]
@@ -255,7 +268,7 @@ async fn the_container_log_directory_is_made_before_the_container() {
     let id = only_container(&rt).await;
     let status = rt.container_status(&id).await.unwrap();
     assert_eq!(status.log_path, "app/0.log");
-    assert!(root.path().join("logs/default_web_u1/app").is_dir());
+    assert!(root.path().join("pod-logs/default_web_u1/app").is_dir());
 }
 
 #[tokio::test]
@@ -268,7 +281,7 @@ async fn terminating_without_the_spec_removes_each_containers_log_files() {
     w.sync(&pod(serde_json::json!({}), serde_json::json!([])))
         .await
         .unwrap();
-    let dir = root.path().join("logs/default_web_u1/app");
+    let dir = root.path().join("pod-logs/default_web_u1/app");
     for f in [
         "0.log",
         "0.log.20260101-120000.gz",
@@ -293,4 +306,36 @@ async fn terminating_without_the_spec_removes_each_containers_log_files() {
         ["1.log"],
         "another attempt's log is not this container's"
     );
+}
+
+#[tokio::test]
+async fn a_started_container_is_linked_and_the_link_goes_with_it() {
+    let root = tempfile::tempdir().unwrap();
+    let rt = fake();
+    let mut w = worker(rt.clone(), root.path());
+    // The runtime writes the log (the fake does not): there before the start.
+    let log = root.path().join("pod-logs/default_web_u1/app/0.log");
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    std::fs::write(&log, "").unwrap();
+    std::fs::create_dir_all(root.path().join("containers")).unwrap();
+    w.sync(&pod(serde_json::json!({}), serde_json::json!([])))
+        .await
+        .unwrap();
+    let id = only_container(&rt).await;
+    let link = root
+        .path()
+        .join(format!("containers/web_default_app-{id}.log"));
+    assert_eq!(std::fs::read_link(&link).unwrap(), log);
+    w.terminate("u1", "web_default", None).await.unwrap();
+    assert!(std::fs::symlink_metadata(&link).is_err(), "the link went");
+    // A link that cannot be made (its directory is gone) does not keep the
+    // container from running.
+    std::fs::remove_dir(root.path().join("containers")).unwrap();
+    let mut w = worker(rt.clone(), root.path());
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    std::fs::write(&log, "").unwrap();
+    w.sync(&pod(serde_json::json!({}), serde_json::json!([])))
+        .await
+        .unwrap();
+    assert!(app_state(&w).running.is_some());
 }

@@ -16,6 +16,7 @@ fn ctx() -> NodeContext {
     NodeContext {
         node_name: "node-1".into(),
         root_dir: "/var/lib/crilet".into(),
+        log_dirs: Default::default(),
         cgroup_root: "/".into(),
         cgroup_driver: CgroupDriver::Cgroupfs,
         host_dns: DnsConfig {
@@ -309,7 +310,7 @@ fn paths_and_grace_period() {
     let p = pod(json!({"containers": []}));
     assert_eq!(
         pod_log_dir(&ctx(), &p),
-        PathBuf::from(format!("/var/lib/crilet/logs/default_web-node-1_{UID}"))
+        PathBuf::from(format!("/var/log/pods/default_web-node-1_{UID}"))
     );
     assert_eq!(
         empty_dir_path(&ctx(), &p, "cache"),
@@ -527,7 +528,7 @@ fn sandbox_identity_labels_and_layout() {
     assert_eq!(got.annotations["kubernetes.io/config.source"], "file");
     assert_eq!(
         got.log_directory,
-        format!("/var/lib/crilet/logs/default_web-node-1_{UID}")
+        format!("/var/log/pods/default_web-node-1_{UID}")
     );
     assert_eq!(got.cgroup_parent, format!("/kubepods/besteffort/pod{UID}"));
     assert_eq!(
@@ -1519,7 +1520,7 @@ fn exact_output_for_host_network_busybox() {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
     };
-    let log_dir = format!("/var/lib/crilet/logs/default_hello-node-1_{UID}");
+    let log_dir = format!("/var/log/pods/default_hello-node-1_{UID}");
 
     let sandbox = sandbox_config(&ctx(), &p, 0).unwrap();
     let want_sandbox = PodSandboxConfig {

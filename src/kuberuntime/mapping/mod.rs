@@ -38,7 +38,7 @@ mod sandbox;
 mod security;
 
 pub use crate::logs::layout::container_log_path;
-use crate::logs::layout::pod_log_dir_under;
+use crate::logs::layout::{LogDirs, pod_log_dir_under};
 pub(crate) use crate::units::expansion::expand;
 use env::{environment, mounts};
 use resources::{amounts, resources};
@@ -73,10 +73,13 @@ use crate::pod::{full_name, name, namespace, uid};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeContext {
     pub node_name: String,
-    /// `--root-dir`: logs go to `<root_dir>/logs/<ns>_<name>_<uid>/`,
-    /// emptyDirs to `<root_dir>/pods/<uid>/volumes/kubernetes.io~empty-dir/<volume>`,
+    /// `--root-dir`: emptyDirs go to
+    /// `<root_dir>/pods/<uid>/volumes/kubernetes.io~empty-dir/<volume>`,
     /// Localhost seccomp profiles are looked up under `<root_dir>/seccomp`.
     pub root_dir: PathBuf,
+    /// `--pod-logs-dir` (logs go to `<pod_logs_dir>/<ns>_<name>_<uid>/`)
+    /// and `--container-logs-dir` (their symlinks).
+    pub log_dirs: LogDirs,
     /// `--cgroup-root`, e.g. "/" or "/crilet-test".
     pub cgroup_root: String,
     /// `--cgroup-driver`: how [`pod_cgroup_parent`] names the pod cgroup.
@@ -228,9 +231,9 @@ fn systemd_slices(name: &[&str]) -> String {
     path
 }
 
-/// `<root>/logs/<namespace>_<name>_<uid>` (see [`pod_log_dir_under`]).
+/// `<pod logs dir>/<namespace>_<name>_<uid>` (see [`pod_log_dir_under`]).
 pub fn pod_log_dir(ctx: &NodeContext, pod: &Pod) -> PathBuf {
-    pod_log_dir_under(&ctx.root_dir, pod)
+    pod_log_dir_under(&ctx.log_dirs.pod_logs_dir, pod)
 }
 
 /// The kubelet's name for the emptyDir plugin, escaped for a path.
