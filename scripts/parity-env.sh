@@ -51,6 +51,17 @@ case "$CMD" in
       mkdir -p "$DIR/crio.conf.d"
       printf '[crio.runtime]\ndefault_runtime = "runc-restrict-oom"\n' >"$DIR/crio.conf.d/50-crilet-parity.conf"
     fi
+    # A cgroup v1 host mounts every controller its kernel has (systemd does);
+    # this machine leaves hugetlb unmounted, and then every container the
+    # kubelet asks CRI-O for fails ("cannot set hugetlb limit"): it sends a
+    # hugepage limit for each page size the kernel has, controller or not.
+    # The harness compares the agents on a node as nodes are, so the
+    # hierarchy is mounted (and left mounted: it changes nothing else).
+    if [ ! -f /sys/fs/cgroup/cgroup.controllers ] && [ ! -d /sys/fs/cgroup/hugetlb ] &&
+      awk '$1 == "hugetlb" && $4 == 1 {found = 1} END {exit !found}' /proc/cgroups; then
+      mkdir /sys/fs/cgroup/hugetlb && mount -t cgroup -o hugetlb cgroup /sys/fs/cgroup/hugetlb ||
+        die "could not mount the hugetlb cgroup controller on /sys/fs/cgroup/hugetlb"
+    fi
     SOCK=$(CTRLAB_BRIDGE=$BRIDGE CTRLAB_POD_CIDR=$CIDR CTRLAB_CGROUP_ROOT=$CGROUP bash "$RT" up "$KIND" "$DIR")
     ip link show "$NODE_IF" >/dev/null 2>&1 || ip link add "$NODE_IF" type bridge
     ip addr show dev "$NODE_IF" | grep -q " $NODE_IP/32 " || ip addr add "$NODE_IP/32" dev "$NODE_IF"
