@@ -12,13 +12,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::decide::{
-    DeleteReason, MirrorAction, MirrorInputs, decide, mirror_pod_for, status_differs,
-};
+use super::decide::{DeleteReason, MirrorAction, MirrorInputs, decide, mirror_pod_for};
+use super::status_patch::status_patch;
 use crate::events::recorder::EventRecorder;
 use crate::kubeapi::client::{MirrorClient, MirrorError, PodEvent};
 use crate::lifecycle::admission::admission_loop;
@@ -223,17 +222,44 @@ async fn reconcile_once(
         let Some(status) = statuses.get(pod::uid(s)) else {
             continue;
         };
-        if status_differs(mirror, status) {
-            if let Err(e) = m
-                .client
-                .patch_pod_status(pod::namespace(mirror), pod::name(mirror), status)
-                .await
-            {
-                first_err.get_or_insert(e);
-            }
+        if let Err(e) = write_status(m.client.as_ref(), mirror, status).await {
+            first_err.get_or_insert(e);
         }
     }
     first_err.map_or(Ok(()), Err)
+}
+
+/// Writes `status` to `mirror` as the patch from the watch's copy of it.
+/// If that copy is stale (409: the mirror changed since, often by our own
+/// write the watch has not shown yet; 422: the name is another pod's now),
+/// the pod is read again and the patch made once more from what is stored;
+/// a mirror gone or replaced meanwhile is left to the next pass, which the
+/// watch's news starts.
+async fn write_status(
+    client: &dyn MirrorClient,
+    mirror: &Pod,
+    status: &PodStatus,
+) -> Result<(), MirrorError> {
+    let (namespace, name) = (pod::namespace(mirror), pod::name(mirror));
+    let Some(patch) = status_patch(mirror, status) else {
+        return Ok(());
+    };
+    match client.patch_pod_status(namespace, name, &patch).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.code() == Some(404) => Ok(()),
+        Err(e) if matches!(e.code(), Some(409 | 422)) => {
+            let fresh = client.get_pod(namespace, name).await?;
+            let fresh = fresh.filter(|p| pod::uid(p) == pod::uid(mirror));
+            match fresh.as_ref().and_then(|p| status_patch(p, status)) {
+                Some(patch) => client
+                    .patch_pod_status(namespace, name, &patch)
+                    .await
+                    .map(drop),
+                None => Ok(()),
+            }
+        }
+        Err(e) => Err(e),
+    }
 }
 
 async fn act(
@@ -395,6 +421,49 @@ mod tests {
             "an unchanged status is not written again"
         );
 
+        // Readiness came: the status loses the reasons it had, and the
+        // mirror loses them too (a two-way patch, not a merge).
+        let cond = |status: &str, reason: Option<&str>| k8s_openapi::api::core::v1::PodCondition {
+            type_: "Ready".into(),
+            status: status.into(),
+            reason: reason.map(Into::into),
+            message: reason.map(|_| "containers with unready status: [c]".into()),
+            ..Default::default()
+        };
+        let with_ready = |c| PodStatus {
+            phase: Some("Running".into()),
+            conditions: Some(vec![c]),
+            ..Default::default()
+        };
+        let set = |status: PodStatus| {
+            statuses
+                .write()
+                .unwrap()
+                .insert(crate::pod::uid(&v1).to_string(), status);
+        };
+        set(with_ready(cond("False", Some("ContainersNotReady"))));
+        reconcile_once(
+            &m,
+            Some(&node),
+            &client.pods(),
+            &view(std::slice::from_ref(&v1)),
+        )
+        .await
+        .unwrap();
+        set(with_ready(cond("True", None)));
+        reconcile_once(
+            &m,
+            Some(&node),
+            &client.pods(),
+            &view(std::slice::from_ref(&v1)),
+        )
+        .await
+        .unwrap();
+        let ready = client.pods()[0].status.clone().unwrap().conditions.unwrap();
+        assert_eq!(ready, [cond("True", None)], "no stale reason or message");
+        let mirrors = client.pods();
+        let n = client.calls().len();
+
         // The manifest changed: the outdated mirror is deleted and recreated.
         let v2 = static_pod("true");
         reconcile_once(&m, Some(&node), &mirrors, &view(std::slice::from_ref(&v2)))
@@ -433,5 +502,80 @@ mod tests {
             .await
             .unwrap();
         assert!(client.pods().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_stale_copy_is_read_again_and_the_patch_made_from_what_is_stored() {
+        let client = Arc::new(FakeMirrorClient::new());
+        let statuses: StatusCache = Default::default();
+        let m = manager(client.clone(), statuses.clone());
+        let node = NodeRef {
+            name: "node-a".into(),
+            uid: "node-uid".into(),
+        };
+        let web = static_pod("sleep");
+        let views = || view(std::slice::from_ref(&web));
+        reconcile_once(&m, Some(&node), &[], &views())
+            .await
+            .unwrap();
+        let seen = client.pods(); // the watch's copy, soon stale
+        // Someone else writes a message after the watch's copy.
+        client.write_status(
+            "default",
+            "web-node-a",
+            PodStatus {
+                message: Some("written by someone else".into()),
+                ..Default::default()
+            },
+        );
+        let running = PodStatus {
+            phase: Some("Running".into()),
+            ..Default::default()
+        };
+        statuses
+            .write()
+            .unwrap()
+            .insert(crate::pod::uid(&web).to_string(), running.clone());
+        let n = client.calls().len();
+        reconcile_once(&m, Some(&node), &seen, &views())
+            .await
+            .unwrap();
+        assert_eq!(
+            client.calls()[n..],
+            [
+                "patch_pod_status default/web-node-a",
+                "get_pod default/web-node-a",
+                "patch_pod_status default/web-node-a",
+            ],
+            "the stale write is refused (409), the pod read again"
+        );
+        // The message the stale copy did not have is removed all the same.
+        assert_eq!(client.pods()[0].status, Some(running));
+
+        // A mirror replaced under the same name (another uid): nothing is
+        // written to the new pod from the old one's copy.
+        let replaced = {
+            let mut p = client.pods()[0].clone();
+            p.metadata.uid = Some("another".into());
+            p.metadata.resource_version = None;
+            p
+        };
+        let n = client.calls().len();
+        let seen = vec![replaced];
+        statuses
+            .write()
+            .unwrap()
+            .insert(crate::pod::uid(&web).to_string(), PodStatus::default());
+        reconcile_once(&m, Some(&node), &seen, &views())
+            .await
+            .unwrap();
+        assert!(client.calls()[n..].contains(&"get_pod default/web-node-a".to_string()));
+        assert!(
+            client.calls()[n..]
+                .iter()
+                .filter(|c| c.starts_with("patch_pod_status"))
+                .count()
+                == 1
+        );
     }
 }
