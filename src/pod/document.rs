@@ -256,12 +256,11 @@ impl<'a> Document<'a> {
             typed::pod_from_value(self.value.clone()).map_err(|mut e| {
                 let at = e.path.as_deref();
                 let at = at.and_then(|path| typed::yaml_location(self.text, path, yaml_options()));
-                e.message.push_str(&at.unwrap_or_default());
+                e.at = at.unwrap_or_default();
                 e
             })
         };
-        decoded
-            .map_err(|e| ManifestError::new(origin, e.path, format!("invalid Pod: {}", e.message)))
+        decoded.map_err(|e| ManifestError::new(origin, e.path.clone(), format!("invalid Pod: {e}")))
     }
 }
 

@@ -66,7 +66,7 @@ pub fn parse_pods(origin: &str, bytes: &[u8]) -> Result<Vec<Pod>, ManifestError>
         let prefix = format!("items[{i}]");
         check_item(&item).map_err(|(f, m)| ManifestError::new(origin, f, m).within(&prefix))?;
         let pod: Pod = super::typed::pod_from_value(item).map_err(|e| {
-            let message = format!("invalid Pod: {}", e.message);
+            let message = format!("invalid Pod: {e}");
             ManifestError::new(origin, e.path, message).within(&prefix)
         })?;
         validate_pod(origin, &pod).map_err(|e| e.within(&prefix))?;

@@ -21,11 +21,32 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
 /// Why a document is not a Pod: the field path (None: the document
-/// itself) and what is wrong, the location included when known.
+/// itself), what is wrong, where (` at line L column C`, when known) and
+/// how to fix it (`; quote it to make it a string`, when there is a rule).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TypeError {
     pub path: Option<String>,
-    pub message: String,
+    pub problem: String,
+    pub at: String,
+    pub hint: &'static str,
+}
+
+impl std::fmt::Display for TypeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}{}", self.problem, self.at, self.hint)
+    }
+}
+
+impl TypeError {
+    fn new(path: &serde_path_to_error::Path, message: &str, at: String) -> Self {
+        let (problem, hint) = describe(message);
+        TypeError {
+            path: path_of(path),
+            problem,
+            at,
+            hint,
+        }
+    }
 }
 
 /// `30.0` → `30`, in every number of `value` that is a whole float within
@@ -56,28 +77,19 @@ pub fn whole_floats_as_integers(value: Value) -> Value {
 
 /// A Pod from an untyped value (a YAML document's, or a PodList item's).
 pub fn pod_from_value(value: Value) -> Result<Pod, TypeError> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = path_of(e.path());
-        TypeError {
-            path,
-            message: describe(&e.into_inner().to_string()),
-        }
-    })
+    serde_path_to_error::deserialize(value)
+        .map_err(|e| TypeError::new(e.path(), &e.inner().to_string(), String::new()))
 }
 
 /// A Pod from a JSON text, with the line and column of a type error.
 pub fn pod_from_json(text: &str) -> Result<Pod, TypeError> {
     let mut de = serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = path_of(e.path());
-        let inner = e.into_inner();
+        let inner = e.inner();
         let at = format!(" at line {} column {}", inner.line(), inner.column());
         let text = inner.to_string();
         let bare = text.strip_suffix(&at).unwrap_or(&text);
-        TypeError {
-            path,
-            message: format!("{}{at}", describe(bare)),
-        }
+        TypeError::new(e.path(), bare, at.clone())
     })
 }
 
@@ -105,15 +117,16 @@ fn path_of(path: &serde_path_to_error::Path) -> Option<String> {
     (text != ".").then_some(text)
 }
 
-/// serde's `invalid type: X, expected Y` in the manifest's words:
-/// `expected a string, found a boolean (true)`. Other messages (a missing
-/// field, an unknown enum value) are kept as they are.
-pub fn describe(message: &str) -> String {
+/// serde's `invalid type: X, expected Y` in the manifest's words,
+/// `expected a string, found a boolean (true)`, and the hint that fixes
+/// it. Other messages (a missing field, an unknown enum value) are kept as
+/// they are, without a hint.
+pub fn describe(message: &str) -> (String, &'static str) {
     let Some(rest) = message.strip_prefix("invalid type: ") else {
-        return message.to_string();
+        return (message.to_string(), "");
     };
     let Some((found, expected)) = rest.rsplit_once(", expected ") else {
-        return message.to_string();
+        return (message.to_string(), "");
     };
     let expected = expected_words(expected);
     let found = found_words(found);
@@ -128,7 +141,7 @@ pub fn describe(message: &str) -> String {
     } else {
         ""
     };
-    format!("expected {expected}, found {found}{hint}")
+    (format!("expected {expected}, found {found}"), hint)
 }
 
 fn expected_words(expected: &str) -> String {

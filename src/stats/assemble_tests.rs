@@ -286,8 +286,11 @@ fn sandbox_stats_without_cpu_or_memory_fall_back_field_by_field() {
         }
         r
     };
-    // (cpu, memory, network, processes) → (pod cpu seconds, working set, network, processes)
-    let rows: [((bool, bool, bool, bool), (u64, u64, bool, Option<u64>)); 5] = [
+    // (cpu, memory, network, processes) in the PodSandboxStats →
+    // (pod cpu seconds, working set, network, processes) in the sample.
+    type Given = (bool, bool, bool, bool);
+    type Wanted = (u64, u64, bool, Option<u64>);
+    let rows: [(Given, Wanted); 5] = [
         (
             (true, true, true, true),
             (7_000_000_000, 4096, true, Some(2)),
