@@ -183,6 +183,53 @@ async fn bad_manifests_beside_good_ones() {
     }
 }
 
+/// A manifest with a scalar of the wrong type is refused, naming the file
+/// and the field, as the kubelet refuses it; the good one beside it runs.
+#[tokio::test]
+#[ignore = "needs the agent tests' runtime (scripts/test.sh)"]
+async fn a_mistyped_manifest_is_refused_and_the_good_one_runs() {
+    let _guard = AGENT_LOCK.lock().await;
+    let rt = agent_runtime();
+    clean_runtime(&rt).await;
+    let agent = AgentProcess::start();
+    agent.write(
+        "good.yaml",
+        &busybox_pod("good", "Always", "exec sleep 100000"),
+    );
+    let typed = busybox_pod("typed", "Always", "exec sleep 100000").replace(
+        "command: [\"sh\", \"-c\", \"exec sleep 100000\"]",
+        "command: [sleep, 100000]",
+    );
+    agent.write("typed.yaml", &typed);
+    let json = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "typed-json"}, "spec": {"hostNetwork": true, "containers": [{"name": "main", "image": "docker.io/library/busybox:latest", "imagePullPolicy": "IfNotPresent", "command": ["sleep", true]}]}}"#;
+    agent.write("typed.json", json);
+    wait_for(&rt, &agent, "good", LIMIT, "the good pod", |v| {
+        v.running("main").is_some()
+    })
+    .await;
+    // Nothing to wait for in what must not happen: a window to show it.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for name in ["typed", "typed-json"] {
+        let v = pod_view(&rt, name).await;
+        assert!(v.sandboxes.is_empty(), "{name} was run: {v:#?}");
+    }
+    let logs = agent.logs();
+    let dir = agent.manifests.path().display();
+    for want in [
+        format!(
+            "{dir}/typed.yaml: spec.containers[0].command[1]: invalid Pod: expected a string, found a number (100000)"
+        ),
+        format!(
+            "{dir}/typed.json: spec.containers[0].command[1]: invalid Pod: expected a string, found a boolean (true)"
+        ),
+    ] {
+        assert!(
+            logs.contains(&want),
+            "crilet's log does not say {want:?}:\n{logs}"
+        );
+    }
+}
+
 #[tokio::test]
 #[ignore = "needs the agent tests' containerd (scripts/test.sh)"]
 async fn agent_killed_and_restarted_adopts_its_containers() {

@@ -40,6 +40,7 @@ mod mirror;
 mod mirror_client;
 mod mirror_faults;
 mod mirror_forbidden;
+mod mirror_status;
 mod node_admission;
 mod node_status;
 mod probes;

@@ -213,8 +213,9 @@ async fn the_node_client_against_the_real_api_server() {
         phase: Some("Running".into()),
         ..Default::default()
     };
+    let patch = serde_json::json!({ "status": status });
     client
-        .patch_pod_status("default", &full, &status)
+        .patch_pod_status("default", &full, &patch)
         .await
         .unwrap();
     let stored = lab.pod("default", &full).await.unwrap();

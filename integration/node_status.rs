@@ -174,10 +174,46 @@ async fn capacity_allocatable_conditions_and_node_info_are_the_machines() {
         info.kubelet_version.starts_with("v1.32.0+crilet."),
         "{info:?}"
     );
+    // Deprecated, set as kubelet v1.32 sets it: its own version.
+    assert_eq!(info.kube_proxy_version, info.kubelet_version);
+    // cadvisor's system UUID: DMI's, else (a VM without it) the machine id.
+    let dmi = "/sys/class/dmi/id/product_uuid";
+    let uuid = if Path::new(dmi).exists() {
+        sh(&format!("cat {dmi}"))
+    } else {
+        sh("cat /etc/machine-id")
+    };
+    assert_eq!(info.system_uuid, uuid);
+    // `<name>://<generic version>`: numbers only (containerd://1.6.20 for
+    // Debian's 1.6.20~ds1), as the kubelet parses the runtime's version.
     let runtime = info.container_runtime_version;
+    let (name, version) = runtime.split_once("://").unwrap_or_default();
+    assert!(matches!(name, "containerd" | "cri-o"), "{runtime}");
+    let numbers: Vec<&str> = version.split('.').collect();
     assert!(
-        runtime.starts_with("containerd://") || runtime.starts_with("cri-o://"),
+        numbers.len() >= 2 && numbers.iter().all(|n| n.parse::<u64>().is_ok()),
         "{runtime}"
+    );
+
+    // Labels and annotations of the kubelet's registration.
+    let meta = &n.metadata;
+    let labels = meta.labels.clone().unwrap_or_default();
+    let arch = crilet::nodestatus::node::kube_arch().to_string();
+    for (key, want) in [
+        ("kubernetes.io/hostname", node.name.clone()),
+        ("kubernetes.io/os", "linux".into()),
+        ("kubernetes.io/arch", arch.clone()),
+        ("beta.kubernetes.io/os", "linux".into()),
+        ("beta.kubernetes.io/arch", arch),
+    ] {
+        assert_eq!(labels.get(key), Some(&want), "{key}: {labels:?}");
+    }
+    let annotations = meta.annotations.clone().unwrap_or_default();
+    let cmad = "volumes.kubernetes.io/controller-managed-attach-detach";
+    assert_eq!(
+        annotations.get(cmad).map(String::as_str),
+        Some("true"),
+        "{annotations:?}"
     );
 
     // The kubelet's node events, on the Node (its name as its uid). No

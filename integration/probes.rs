@@ -116,7 +116,7 @@ fn probe_pod(name: &str, container: &str) -> String {
 }
 
 /// Runs `cmd` in the running container `main` of pod `name`.
-async fn exec_in(rt: &crilet::cri::CriRuntime, agent: &AgentProcess, name: &str, cmd: &str) {
+pub async fn exec_in(rt: &crilet::cri::CriRuntime, agent: &AgentProcess, name: &str, cmd: &str) {
     use crilet::cri::Runtime;
     let v = agent.view(rt, name).await;
     let c = v.running("main").expect("main runs");

@@ -276,6 +276,17 @@ async fn stats_by_every_uid_and_the_summary_api() {
             fs_bounds(c, "logs", (KB, 10 * MB));
         }
     }
+    // The pod's own CPU and memory, never null: the sandbox's where the
+    // runtime reports them (containerd), else the sum of its containers'
+    // (CRI-O's PodSandboxStats have neither), as the kubelet falls back.
+    within(pod, "cpu.usageNanoCores", 100_000_000, 2_000_000_000 * 2);
+    within(
+        pod,
+        "cpu.usageCoreNanoSeconds",
+        1_000_000,
+        1_000_000_000_000,
+    );
+    within(pod, "memory.workingSetBytes", 20 * KB, 200 * MB);
     let (_, body) = http_get(port, "/stats/summary?only_cpu_and_memory=true");
     let v: Value = serde_json::from_str(&body).unwrap();
     assert!(v["node"].get("fs").is_none() && v["pods"][0]["containers"][0].get("rootfs").is_none());

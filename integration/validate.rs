@@ -123,6 +123,23 @@ fn a_directory_with_a_kubeadm_manifest_and_a_broken_one() {
     assert_eq!(problems.as_array().map(Vec::len), Some(3), "{v}");
 }
 
+/// A YAML scalar of the wrong type, refused as the agent refuses it (the
+/// kubelet: "cannot unmarshal bool into Go struct field
+/// ExecAction.spec.containers.livenessProbe.exec.command of type string").
+#[test]
+fn a_mistyped_scalar_names_its_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: typed}\nspec:\n  containers:\n  - name: main\n    image: busybox\n    livenessProbe: {exec: {command: [true]}}\n";
+    std::fs::write(dir.path().join("typed.yaml"), pod).unwrap();
+    let file = format!("{}/typed.yaml", dir.path().display());
+    let (ok, out, err) = validate(&[&file]);
+    assert!(!ok, "{out}{err}");
+    let line = format!(
+        "{file}: spec.containers[0].livenessProbe.exec.command[0]: invalid Pod: expected a string, found a boolean (true)"
+    );
+    assert!(out.contains(&line), "missing {line:?} in\n{out}{err}");
+}
+
 #[test]
 fn standard_input_missing_paths_and_duplicate_names() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_crilet"))

@@ -328,6 +328,10 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         events: events.clone(),
     };
     let runtime_version = format!("{}://{}", version.runtime_name, version.runtime_version);
+    let node_runtime_version = crilet::nodestatus::node::container_runtime_version(
+        &version.runtime_name,
+        &version.runtime_version,
+    );
     let node_ip = agent.node.host_ip.clone();
     let (handles, join) = agent.start(cancel.clone());
     // Listeners bound, runtime answering, sync loop started: ready.
@@ -347,7 +351,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         Some(client) => {
             let manager = crilet::mirror::manager::MirrorManager {
                 client: Arc::new(client) as Arc<dyn MirrorClient>,
-                node: node_facts(&settings, node_ip, runtime_version),
+                node: node_facts(&settings, node_ip, node_runtime_version),
                 node_name,
                 status_policy: status_policy(&settings.node_status),
                 node_inputs: crilet::nodestatus::node_sync::NodeInputs {

@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, PodStatus};
+use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::{WatchStreamExt, utils::Backoff, watcher};
+use serde_json::Value;
 
 /// Errors of the API server client, with what was being done.
 #[derive(Debug, thiserror::Error)]
@@ -119,8 +120,12 @@ pub trait MirrorClient: Send + Sync {
     /// Deletes a pod at once (grace 0) if it still has `uid`; a pod already
     /// gone or replaced (NotFound, Conflict) counts as done.
     async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> Result<()>;
-    async fn patch_pod_status(&self, namespace: &str, name: &str, status: &PodStatus)
-    -> Result<()>;
+    /// Reads a pod; None if there is none.
+    async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>>;
+    /// Sends `patch`, a strategic merge patch (`{"status": ...}`, and any
+    /// `metadata.uid` / `metadata.resourceVersion` preconditions), to the
+    /// pod's status subresource; returns the pod as stored.
+    async fn patch_pod_status(&self, namespace: &str, name: &str, patch: &Value) -> Result<Pod>;
     /// Pods bound to `node`, as a list then changes; reconnects on its own.
     fn watch_pods(&self, node: &str) -> BoxStream<'static, Result<PodEvent>>;
     /// The Node named `name` alone (`metadata.name` field selector), as a
@@ -380,20 +385,20 @@ impl MirrorClient for KubeMirrorClient {
         }
     }
 
-    async fn patch_pod_status(
-        &self,
-        namespace: &str,
-        name: &str,
-        status: &PodStatus,
-    ) -> Result<()> {
-        let patch = serde_json::json!({ "status": status });
+    async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>> {
         self.pods(namespace)
-            .patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
+            .get_opt(name)
+            .await
+            .map_err(api_err(format!("reading pod {namespace}/{name}")))
+    }
+
+    async fn patch_pod_status(&self, namespace: &str, name: &str, patch: &Value) -> Result<Pod> {
+        self.pods(namespace)
+            .patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
             .await
             .map_err(api_err(format!(
-                "updating the status of mirror pod {namespace}/{name}"
-            )))?;
-        Ok(())
+                "updating the status of pod {namespace}/{name}"
+            )))
     }
 
     fn watch_pods(&self, node: &str) -> BoxStream<'static, Result<PodEvent>> {

@@ -6,13 +6,17 @@ use std::sync::Mutex;
 
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, PodStatus};
+use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod};
+use serde_json::Value;
 
 use super::client::{MirrorClient, MirrorError, NodeEvent, PodEvent, Result};
+use super::strategic_merge;
 
 #[derive(Debug, Default)]
 struct State {
     next_uid: u64,
+    /// The last resourceVersion given to a pod.
+    next_version: u64,
     nodes: BTreeMap<String, Node>,
     pods: BTreeMap<(String, String), Pod>,
     leases: BTreeMap<String, Lease>,
@@ -54,6 +58,28 @@ impl FakeMirrorClient {
         self.state.lock().unwrap().pods.values().cloned().collect()
     }
 
+    /// A pod the API server holds already (an API pod bound to the node).
+    pub fn insert_pod(&self, pod: Pod) {
+        self.state.lock().unwrap().pods.insert(key(&pod), pod);
+    }
+
+    /// Someone else writes a pod's status (a new resourceVersion), as
+    /// another client of the API server would.
+    pub fn write_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        status: k8s_openapi::api::core::v1::PodStatus,
+    ) {
+        let mut s = self.state.lock().unwrap();
+        s.next_version += 1;
+        let version = s.next_version.to_string();
+        if let Some(p) = s.pods.get_mut(&(namespace.to_string(), name.to_string())) {
+            p.status = Some(status);
+            p.metadata.resource_version = Some(version);
+        }
+    }
+
     /// The next call of `op` (create_pod, delete_pod, ...) fails with a 500.
     pub fn fail_next(&self, op: &'static str) {
         self.state.lock().unwrap().fail.push(op);
@@ -69,6 +95,18 @@ impl FakeMirrorClient {
             });
         }
         Ok(s)
+    }
+}
+
+/// An API server's refusal, as kube-rs reports it.
+fn api_error(code: u16, reason: &str, message: &str) -> MirrorError {
+    MirrorError::Api {
+        what: "the fake API server".into(),
+        source: kube::Error::Api(
+            kube::core::Status::failure(message, reason)
+                .with_code(code)
+                .boxed(),
+        ),
     }
 }
 
@@ -121,6 +159,8 @@ impl MirrorClient for FakeMirrorClient {
         s.next_uid += 1;
         let mut p = pod.clone();
         p.metadata.uid = Some(format!("uid-{}", s.next_uid));
+        s.next_version += 1;
+        p.metadata.resource_version = Some(s.next_version.to_string());
         s.pods.insert(k, p.clone());
         Ok(p)
     }
@@ -134,17 +174,59 @@ impl MirrorClient for FakeMirrorClient {
         Ok(())
     }
 
-    async fn patch_pod_status(
-        &self,
-        namespace: &str,
-        name: &str,
-        status: &PodStatus,
-    ) -> Result<()> {
+    async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>> {
+        let s = self.enter("get_pod", &format!("{namespace}/{name}"))?;
+        Ok(s.pods
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned())
+    }
+
+    /// Applies the patch as the API server does, preconditions included: a
+    /// `metadata.uid` of another pod is refused with 422, a stale
+    /// `metadata.resourceVersion` with 409. Every write bumps the pod's
+    /// resourceVersion.
+    async fn patch_pod_status(&self, namespace: &str, name: &str, patch: &Value) -> Result<Pod> {
         let mut s = self.enter("patch_pod_status", &format!("{namespace}/{name}"))?;
-        if let Some(p) = s.pods.get_mut(&(namespace.to_string(), name.to_string())) {
-            p.status = Some(status.clone());
+        let key = (namespace.to_string(), name.to_string());
+        let Some(pod) = s.pods.get(&key) else {
+            return Err(api_error(
+                404,
+                "NotFound",
+                &format!("pods \"{name}\" not found"),
+            ));
+        };
+        let meta = &patch["metadata"];
+        let differs = |field: &str, have: &Option<String>| {
+            meta[field]
+                .as_str()
+                .is_some_and(|want| Some(want) != have.as_deref())
+        };
+        if differs("uid", &pod.metadata.uid) {
+            return Err(api_error(
+                422,
+                "Invalid",
+                "metadata.uid: field is immutable",
+            ));
         }
-        Ok(())
+        if differs("resourceVersion", &pod.metadata.resource_version) {
+            return Err(api_error(409, "Conflict", "the object has been modified"));
+        }
+        let status = serde_json::to_value(pod.status.clone().unwrap_or_default())
+            .expect("a status serialises");
+        let old = serde_json::json!({ "status": status });
+        let new = strategic_merge::apply(&old, patch, strategic_merge::pod_merge_key);
+        let mut pod = pod.clone();
+        pod.status = Some(serde_json::from_value(new["status"].clone()).map_err(|e| {
+            api_error(
+                422,
+                "Invalid",
+                &format!("the patched status does not decode: {e}"),
+            )
+        })?);
+        s.next_version += 1;
+        pod.metadata.resource_version = Some(s.next_version.to_string());
+        s.pods.insert(key, pod.clone());
+        Ok(pod)
     }
 
     fn watch_pods(&self, _node: &str) -> BoxStream<'static, Result<PodEvent>> {

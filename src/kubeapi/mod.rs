@@ -1,7 +1,8 @@
 //! The API server adapter, on the ground floor beside `cri`: the
 //! `MirrorClient` trait crilet's subsystems speak (the Node, its Lease, mirror
-//! pods, API pods bound to the node, Events), its kube-rs client, and a
-//! recording fake for unit tests.
+//! pods, API pods bound to the node, Events), its kube-rs client, a
+//! recording fake for unit tests, and the strategic merge patches the
+//! status writes are sent as (`strategic_merge`, pure).
 //!
 //! Invariant: imports no subsystem; kube-rs types stay behind the trait's
 //! k8s-openapi objects and `MirrorError`.
@@ -9,3 +10,4 @@
 pub mod client;
 pub mod fake;
 pub mod retry;
+pub mod strategic_merge;

@@ -65,13 +65,17 @@ pub(crate) async fn admission_loop(
         }
         let rejections = pods_to_reject(pods.values(), &written, &waiting, jiff::Timestamp::now());
         for r in rejections {
-            let result = (client.patch_pod_status(&r.namespace, &r.name, &r.status)).await;
+            // A merge of the rejection into the pod's status, conditions and
+            // QoS class left as they are (see `rejected_status`).
+            let patch = serde_json::json!({ "status": r.status });
+            let result = (client.patch_pod_status(&r.namespace, &r.name, &patch)).await;
             match result {
                 // Gone already (the watch will say so): nothing left to do.
                 Err(e) if e.code() == Some(404) => {
+                    retries.remove(&r.uid);
                     written.insert(r.uid);
                 }
-                Ok(()) => {
+                Ok(_) => {
                     retries.remove(&r.uid);
                     tracing::warn!(
                         pod = %r.full_name, uid = %r.uid, reason = REJECT_REASON,
@@ -147,6 +151,9 @@ mod tests {
         let (tx, rx) = watch::channel(BTreeMap::new());
         let cancel = CancellationToken::new();
         client.fail_next("patch_pod_status");
+        for name in ["a", "b"] {
+            client.insert_pod(api_pod(name));
+        }
         let task = tokio::spawn(admission_loop(
             client.clone(),
             Arc::new(crate::events::recorder::NoopRecorder),
@@ -176,6 +183,30 @@ mod tests {
         tx.send_replace(by_uid(&[api_pod("a"), api_pod("b")]));
         settle().await;
         assert_eq!(client.calls()[2..], ["patch_pod_status default/b"]);
+        cancel.cancel();
+        task.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pod_gone_before_its_rejection_is_written_is_not_retried() {
+        let client = Arc::new(FakeMirrorClient::new());
+        let (tx, rx) = watch::channel(BTreeMap::new());
+        let cancel = CancellationToken::new();
+        client.fail_next("patch_pod_status");
+        let task = tokio::spawn(admission_loop(
+            client.clone(),
+            Arc::new(crate::events::recorder::NoopRecorder),
+            rx,
+            cancel.clone(),
+        ));
+        // Never on the fake server: its retry gets 404, which ends it.
+        tx.send_replace(by_uid(&[api_pod("ghost")]));
+        settle().await;
+        tokio::time::sleep(Duration::from_millis(1001)).await;
+        settle().await;
+        assert_eq!(client.calls().len(), 2);
+        tokio::time::sleep(RESYNC_PERIOD * 3).await;
+        assert_eq!(client.calls().len(), 2, "not retried after a 404");
         cancel.cancel();
         task.await.unwrap();
     }

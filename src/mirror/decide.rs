@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::PodStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use serde_json::Value;
 
+use super::status_patch::status_patch;
 use crate::nodestatus::node::NodeRef;
 use crate::pod::view::UnseenSources;
 use crate::pod::{
@@ -249,46 +249,13 @@ fn sort_actions(actions: &mut [MirrorAction]) {
 }
 
 /// Whether a status write is needed: the mirror's status differs from the
-/// static pod's generated status. Both are compared as JSON after dropping
-/// nulls, empty strings, empty lists and empty objects, which the API server
-/// omits (Go's `omitempty`) and the kubelet's semantic equality ignores;
-/// without that a generated `Some(vec![])` would differ from the server's
-/// copy forever. A mirror without any status always needs a write.
+/// static pod's generated status, as the API server stores both (see
+/// `status_patch`: empty values are what the server omits, and the
+/// conditions the kubelet does not own are the mirror's), so a generated
+/// `Some(vec![])` does not differ from the server's copy forever. A mirror
+/// without any status always needs a write.
 pub fn status_differs(mirror: &Pod, status: &PodStatus) -> bool {
-    let Some(current) = &mirror.status else {
-        return true;
-    };
-    let as_json = |s: &PodStatus| serde_json::to_value(s).map(normalise).ok();
-    match (as_json(current), as_json(status)) {
-        (Some(a), Some(b)) => a != b,
-        // PodStatus always serialises; if it ever did not, write.
-        _ => true,
-    }
-}
-
-/// Drops empty values from objects, recursively. Array elements are kept in
-/// place (their position matters) but normalised themselves.
-fn normalise(value: Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                .map(|(k, v)| (k, normalise(v)))
-                .filter(|(_, v)| !is_empty(v))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.into_iter().map(normalise).collect()),
-        other => other,
-    }
-}
-
-fn is_empty(value: &Value) -> bool {
-    match value {
-        Value::Null => true,
-        Value::String(s) => s.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
-        Value::Bool(_) | Value::Number(_) => false,
-    }
+    status_patch(mirror, status).is_some()
 }
 
 #[cfg(test)]

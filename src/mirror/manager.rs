@@ -12,13 +12,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::decide::{
-    DeleteReason, MirrorAction, MirrorInputs, decide, mirror_pod_for, status_differs,
-};
+use super::decide::{DeleteReason, MirrorAction, MirrorInputs, decide, mirror_pod_for};
+use super::status_patch::status_patch;
 use crate::events::recorder::EventRecorder;
 use crate::kubeapi::client::{MirrorClient, MirrorError, PodEvent};
 use crate::lifecycle::admission::admission_loop;
@@ -223,17 +222,44 @@ async fn reconcile_once(
         let Some(status) = statuses.get(pod::uid(s)) else {
             continue;
         };
-        if status_differs(mirror, status) {
-            if let Err(e) = m
-                .client
-                .patch_pod_status(pod::namespace(mirror), pod::name(mirror), status)
-                .await
-            {
-                first_err.get_or_insert(e);
-            }
+        if let Err(e) = write_status(m.client.as_ref(), mirror, status).await {
+            first_err.get_or_insert(e);
         }
     }
     first_err.map_or(Ok(()), Err)
+}
+
+/// Writes `status` to `mirror` as the patch from the watch's copy of it.
+/// If that copy is stale (409: the mirror changed since, often by our own
+/// write the watch has not shown yet; 422: the name is another pod's now),
+/// the pod is read again and the patch made once more from what is stored;
+/// a mirror gone or replaced meanwhile is left to the next pass, which the
+/// watch's news starts.
+async fn write_status(
+    client: &dyn MirrorClient,
+    mirror: &Pod,
+    status: &PodStatus,
+) -> Result<(), MirrorError> {
+    let (namespace, name) = (pod::namespace(mirror), pod::name(mirror));
+    let Some(patch) = status_patch(mirror, status) else {
+        return Ok(());
+    };
+    match client.patch_pod_status(namespace, name, &patch).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.code() == Some(404) => Ok(()),
+        Err(e) if matches!(e.code(), Some(409 | 422)) => {
+            let fresh = client.get_pod(namespace, name).await?;
+            let fresh = fresh.filter(|p| pod::uid(p) == pod::uid(mirror));
+            match fresh.as_ref().and_then(|p| status_patch(p, status)) {
+                Some(patch) => client
+                    .patch_pod_status(namespace, name, &patch)
+                    .await
+                    .map(drop),
+                None => Ok(()),
+            }
+        }
+        Err(e) => Err(e),
+    }
 }
 
 async fn act(
@@ -290,148 +316,5 @@ async fn act(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::kubeapi::fake::FakeMirrorClient;
-    use crate::pod::defaults::{PodSource, apply_static_defaults};
-    use k8s_openapi::api::core::v1::PodStatus;
-    use std::collections::HashSet;
-
-    fn static_pod(command: &str) -> Pod {
-        let mut p: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "web"},
-            "spec": {"containers": [{"name": "c", "image": "busybox", "command": [command]}]}
-        }))
-        .unwrap();
-        let t = jiff::Timestamp::from_second(1).unwrap();
-        apply_static_defaults(&mut p, "node-a", &PodSource::File("/m/web.yaml"), t);
-        p
-    }
-
-    fn manager(client: Arc<FakeMirrorClient>, statuses: StatusCache) -> MirrorManager {
-        let (_, view) = watch::channel(Arc::new(AgentView::default()));
-        let (mirrors_tx, _) = mpsc::channel(1);
-        let (_, status_changed) = watch::channel(());
-        MirrorManager {
-            client,
-            node_name: "node-a".into(),
-            node: Default::default(),
-            status_policy: crate::nodestatus::node_sync::tests::policy(),
-            node_inputs: NodeInputs {
-                observation: watch::channel(None).1,
-                images: None,
-            },
-            events: Arc::new(crate::events::recorder::NoopRecorder),
-            view,
-            statuses,
-            status_changed,
-            mirrors_tx,
-        }
-    }
-
-    fn view(statics: &[Pod]) -> AgentView {
-        let mut pm = PodManager::new();
-        for p in statics {
-            pm.add_pod(p.clone());
-        }
-        AgentView {
-            manager: Arc::new(pm),
-            terminating: HashSet::new(),
-            unseen_sources: Default::default(),
-        }
-    }
-
-    #[tokio::test]
-    async fn creates_writes_status_replaces_and_survives_failures() {
-        let client = Arc::new(FakeMirrorClient::new());
-        let statuses: StatusCache = Default::default();
-        let m = manager(client.clone(), statuses.clone());
-        let node = NodeRef {
-            name: "node-a".into(),
-            uid: "node-uid".into(),
-        };
-        let v1 = static_pod("sleep");
-
-        // No node yet: nothing is created.
-        reconcile_once(&m, None, &[], &view(std::slice::from_ref(&v1)))
-            .await
-            .unwrap();
-        assert!(client.calls().is_empty());
-
-        // A node: the mirror is created, owned by it.
-        reconcile_once(&m, Some(&node), &[], &view(std::slice::from_ref(&v1)))
-            .await
-            .unwrap();
-        assert_eq!(client.calls(), ["create_pod default/web-node-a"]);
-        let mirrors = client.pods();
-        assert_eq!(
-            mirrors[0].metadata.owner_references.as_ref().unwrap()[0].uid,
-            "node-uid"
-        );
-
-        // The static pod's status reaches its mirror, once.
-        statuses.write().unwrap().insert(
-            crate::pod::uid(&v1).to_string(),
-            PodStatus {
-                phase: Some("Running".into()),
-                ..Default::default()
-            },
-        );
-        reconcile_once(&m, Some(&node), &mirrors, &view(std::slice::from_ref(&v1)))
-            .await
-            .unwrap();
-        assert_eq!(
-            client.calls().last().unwrap(),
-            "patch_pod_status default/web-node-a"
-        );
-        let mirrors = client.pods();
-        let n = client.calls().len();
-        reconcile_once(&m, Some(&node), &mirrors, &view(std::slice::from_ref(&v1)))
-            .await
-            .unwrap();
-        assert_eq!(
-            client.calls().len(),
-            n,
-            "an unchanged status is not written again"
-        );
-
-        // The manifest changed: the outdated mirror is deleted and recreated.
-        let v2 = static_pod("true");
-        reconcile_once(&m, Some(&node), &mirrors, &view(std::slice::from_ref(&v2)))
-            .await
-            .unwrap();
-        let calls = client.calls();
-        assert_eq!(
-            calls[n..],
-            [
-                "delete_pod default/web-node-a",
-                "create_pod default/web-node-a"
-            ]
-        );
-
-        // A failing API server: an error comes back, nothing panics, the
-        // next pass does the work.
-        let mirrors = client.pods();
-        let v3 = static_pod("false");
-        client.fail_next("delete_pod");
-        assert!(
-            reconcile_once(&m, Some(&node), &mirrors, &view(std::slice::from_ref(&v3)))
-                .await
-                .is_err()
-        );
-        reconcile_once(&m, Some(&node), &mirrors, &view(std::slice::from_ref(&v3)))
-            .await
-            .unwrap();
-        assert_eq!(
-            crate::mirror::decide::mirror_hash(&client.pods()[0]),
-            crate::pod::annotation(&v3, crate::pod::CONFIG_HASH_ANNOTATION)
-        );
-
-        // The static pod is gone: its orphaned mirror is deleted.
-        let mirrors = client.pods();
-        reconcile_once(&m, Some(&node), &mirrors, &view(&[]))
-            .await
-            .unwrap();
-        assert!(client.pods().is_empty());
-    }
-}
+#[path = "manager_tests.rs"]
+mod tests;

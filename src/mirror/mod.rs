@@ -1,5 +1,6 @@
 //! Mirror pods: the API server's copies of static pods. `decide` says what
-//! to create, replace and delete, and what status to write (pure); the
+//! to create, replace and delete (pure), `status_patch` what status to
+//! write and how (pure: the kubelet's two-way status patch); the
 //! driver (`manager`) does it through the API server adapter
 //! (`kubeapi::MirrorClient`), and starts the Node's sync and the admission
 //! of API pods beside it.
@@ -9,3 +10,4 @@
 
 pub mod decide;
 pub mod manager;
+pub mod status_patch;

@@ -212,7 +212,15 @@ pub fn read_node_system() -> NodeSystem {
         os_image: parse_os_image(&os_release).unwrap_or_default(),
         machine_id: read_first(&["/etc/machine-id", "/var/lib/dbus/machine-id"]),
         boot_id: read_first(&["/proc/sys/kernel/random/boot_id"]),
-        system_uuid: read_first(&["/sys/class/dmi/id/product_uuid"]),
+        // cadvisor's order: DMI, the PowerPC device tree, then (meant for
+        // s390x, but tried everywhere) /etc/machine-id, which is what a VM
+        // without DMI reports.
+        system_uuid: read_first(&[
+            "/sys/class/dmi/id/product_uuid",
+            "/proc/device-tree/system-id",
+            "/proc/device-tree/vm,uuid",
+            "/etc/machine-id",
+        ]),
     }
 }
 

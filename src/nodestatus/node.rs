@@ -39,9 +39,17 @@ pub fn kube_arch() -> &'static str {
     }
 }
 
-/// A new Node object for `name`, labelled as the kubelet labels its node,
-/// with its first `status` (the API server keeps a status sent on create)
-/// and its registration `taints`. The taints go only here: NodeRestriction
+/// The annotation that hands attaching and detaching the node's volumes to
+/// the attach/detach controller, as the kubelet's default
+/// `enableControllerAttachDetach` does (crilet attaches nothing itself).
+pub const CONTROLLER_MANAGED_ATTACH_DETACH: &str =
+    "volumes.kubernetes.io/controller-managed-attach-detach";
+
+/// A new Node object for `name`, labelled and annotated as the kubelet
+/// registers its node (`initialNode`: the hostname, OS and architecture
+/// labels, the deprecated `beta.kubernetes.io/` pair included, and
+/// [`CONTROLLER_MANAGED_ATTACH_DETACH`]), with its first `status` (the API
+/// server keeps a status sent on create) and its registration `taints`. The taints go only here: NodeRestriction
 /// refuses a node's own later change of them ("is not allowed to modify
 /// taints"), so a changed `--register-with-taints` reaches an existing
 /// Node only through an admin (`kubectl taint`) or a new Node.
@@ -56,7 +64,19 @@ pub fn new_node(name: &str, status: NodeStatus, taints: &[Taint]) -> Node {
                     std::env::consts::OS.to_string(),
                 ),
                 ("kubernetes.io/arch".to_string(), kube_arch().to_string()),
+                (
+                    "beta.kubernetes.io/os".to_string(),
+                    std::env::consts::OS.to_string(),
+                ),
+                (
+                    "beta.kubernetes.io/arch".to_string(),
+                    kube_arch().to_string(),
+                ),
             ])),
+            annotations: Some(BTreeMap::from([(
+                CONTROLLER_MANAGED_ATTACH_DETACH.to_string(),
+                "true".to_string(),
+            )])),
             ..Default::default()
         },
         spec: (!taints.is_empty()).then(|| NodeSpec {
@@ -92,6 +112,39 @@ pub const KUBERNETES_VERSION: &str = "v1.32.0";
 /// (`v1.32.0-crilet…`) would sort before the release it implements.
 pub fn kubelet_version() -> String {
     format!("{KUBERNETES_VERSION}+crilet.{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// `nodeInfo.containerRuntimeVersion` as the kubelet writes it:
+/// `<runtime name>://<version>`, the version read as a generic version
+/// (`ParseGeneric`: an optional `v`, then at least two dot-separated
+/// numbers, the first without a leading zero; whatever follows dropped), so Debian's containerd `1.6.20~ds1` is `1.6.20`; `Unknown`
+/// when the runtime's version does not start with two numbers.
+pub fn container_runtime_version(runtime_name: &str, runtime_version: &str) -> String {
+    let text = runtime_version.trim_start();
+    let text = text.strip_prefix('v').unwrap_or(text);
+    // The numbers run until the first character that is not a digit or a
+    // dot; a dot with no number after it belongs to the rest.
+    let end = (text.find(|c: char| !c.is_ascii_digit() && c != '.')).unwrap_or(text.len());
+    let numbers: Vec<&str> = text[..end]
+        .split('.')
+        .take_while(|n| !n.is_empty())
+        .collect();
+    let first_ok = numbers
+        .first()
+        .is_some_and(|n| *n == "0" || !n.starts_with('0'));
+    let version = match numbers
+        .iter()
+        .map(|n| n.parse::<u64>())
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(parsed) if parsed.len() >= 2 && first_ok => parsed
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join("."),
+        _ => "Unknown".to_string(),
+    };
+    format!("{runtime_name}://{version}")
 }
 
 /// The kubelet's `MaxNamesPerImageInNodeStatus`.
@@ -188,6 +241,10 @@ pub fn node_status(
             operating_system: std::env::consts::OS.into(),
             container_runtime_version: inputs.runtime_version.to_string(),
             kubelet_version: kubelet_version(),
+            // Deprecated, but still set by kubelet v1.32 (its
+            // DisableNodeKubeProxyVersion gate is off): the kubelet's own
+            // version.
+            kube_proxy_version: kubelet_version(),
             kernel_version: inputs.system.kernel_version.clone(),
             os_image: inputs.system.os_image.clone(),
             machine_id: inputs.system.machine_id.clone(),

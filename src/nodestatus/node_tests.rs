@@ -52,6 +52,13 @@ fn node_is_labelled_like_the_kubelets_and_carries_its_status() {
     assert_eq!(l["kubernetes.io/hostname"], "node-a");
     assert_eq!(l["kubernetes.io/os"], "linux");
     assert_eq!(l["kubernetes.io/arch"], kube_arch());
+    // The deprecated pair the kubelet still sets, and its annotation.
+    assert_eq!(l["beta.kubernetes.io/os"], "linux");
+    assert_eq!(l["beta.kubernetes.io/arch"], kube_arch());
+    assert_eq!(l.len(), 5, "{l:?}");
+    let a = n.metadata.annotations.unwrap();
+    assert_eq!(a[CONTROLLER_MANAGED_ATTACH_DETACH], "true");
+    assert_eq!(a.len(), 1, "{a:?}");
     // Kubernetes names, not Rust's.
     #[cfg(target_arch = "x86_64")]
     assert_eq!(kube_arch(), "amd64");
@@ -135,6 +142,11 @@ fn status_has_capacity_conditions_addresses_and_the_system() {
     assert_eq!(info.kernel_version, "6.1.0-18-amd64");
     assert_eq!(info.os_image, "Debian GNU/Linux 12 (bookworm)");
     assert_eq!(info.kubelet_version, kubelet_version());
+    assert_eq!(
+        info.kube_proxy_version,
+        kubelet_version(),
+        "as kubelet v1.32 sets it"
+    );
     let ids = (info.machine_id, info.boot_id, info.system_uuid);
     assert_eq!(ids, ("m".into(), "b".into(), "u".into()));
 }
@@ -281,4 +293,27 @@ fn lease_is_held_by_the_node_and_owned_by_it() {
     let spec = l.spec.unwrap();
     assert_eq!(spec.holder_identity.as_deref(), Some("node-a"));
     assert_eq!(spec.lease_duration_seconds, Some(40));
+}
+
+#[test]
+fn the_runtime_version_is_read_as_a_generic_version() {
+    let rows = [
+        ("containerd", "1.6.20~ds1", "containerd://1.6.20"),
+        ("containerd", "v2.1.5", "containerd://2.1.5"),
+        ("containerd", "2.1.5", "containerd://2.1.5"),
+        ("cri-o", "1.32.13", "cri-o://1.32.13"),
+        ("cri-o", "1.32.0-rc.1", "cri-o://1.32.0"),
+        ("cri-o", "1.32", "cri-o://1.32"),
+        ("x", "1", "x://Unknown"),
+        ("x", "01.2", "x://Unknown"),
+        ("x", "1.02.3", "x://1.2.3"),
+        ("x", "", "x://Unknown"),
+    ];
+    for (name, version, want) in rows {
+        assert_eq!(
+            container_runtime_version(name, version),
+            want,
+            "{version:?}"
+        );
+    }
 }

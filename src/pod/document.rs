@@ -19,6 +19,7 @@ use serde_saphyr::budget::BudgetBreach;
 use serde_saphyr::granit_parser::ErrorKind;
 
 use super::problems::{ManifestError, json_type};
+use super::typed;
 
 /// Largest manifest accepted, in bytes (1 MiB). Anything larger is refused
 /// before parsing so a stray log file in the manifest directory cannot make us
@@ -204,7 +205,8 @@ impl<'a> Document<'a> {
         let value = if json {
             Self::decode_json(text).map_err(err)?
         } else {
-            Self::decode_yaml(text).map_err(err)?
+            // As the kubelet's YAML to JSON step: 30.0 is the integer 30.
+            typed::whole_floats_as_integers(Self::decode_yaml(text).map_err(err)?)
         };
         if !value.is_object() {
             return Err(err(format!(
@@ -241,22 +243,24 @@ impl<'a> Document<'a> {
         }
     }
 
-    /// Decodes the Pod from the original text rather than from `value` so
-    /// that type errors keep the parser's line and column.
+    /// The Pod, decoded with the types its fields have (see `typed`): JSON
+    /// from the text, YAML from `value`, a type error named by its field
+    /// path, with its line and column where they are known.
     pub fn typed_pod(
         &self,
         origin: &str,
     ) -> Result<k8s_openapi::api::core::v1::Pod, ManifestError> {
-        let invalid = |e: String| ManifestError::new(origin, None, format!("invalid Pod: {e}"));
-        if self.json {
-            serde_json::from_str(self.text).map_err(|e| invalid(e.to_string()))
+        let decoded = if self.json {
+            typed::pod_from_json(self.text)
         } else {
-            let mut pods: Vec<k8s_openapi::api::core::v1::Pod> =
-                serde_saphyr::from_multiple_with_options(self.text, yaml_options())
-                    .map_err(|e| invalid(e.without_snippet().to_string()))?;
-            // decode_yaml already counted exactly one document.
-            pods.pop().ok_or_else(|| invalid("no YAML document".into()))
-        }
+            typed::pod_from_value(self.value.clone()).map_err(|mut e| {
+                let at = e.path.as_deref();
+                let at = at.and_then(|path| typed::yaml_location(self.text, path, yaml_options()));
+                e.at = at.unwrap_or_default();
+                e
+            })
+        };
+        decoded.map_err(|e| ManifestError::new(origin, e.path.clone(), format!("invalid Pod: {e}")))
     }
 }
 

@@ -16,6 +16,7 @@ mod mount_validation;
 mod probe_validation;
 pub mod problems;
 pub mod spec_validation;
+pub mod typed;
 pub mod view;
 
 pub use k8s_openapi::api::core::v1::Pod;

@@ -65,8 +65,9 @@ pub fn parse_pods(origin: &str, bytes: &[u8]) -> Result<Vec<Pod>, ManifestError>
     for (i, item) in items.into_iter().enumerate() {
         let prefix = format!("items[{i}]");
         check_item(&item).map_err(|(f, m)| ManifestError::new(origin, f, m).within(&prefix))?;
-        let pod: Pod = serde_json::from_value(item).map_err(|e| {
-            ManifestError::new(origin, Some(prefix.clone()), format!("invalid Pod: {e}"))
+        let pod: Pod = super::typed::pod_from_value(item).map_err(|e| {
+            let message = format!("invalid Pod: {e}");
+            ManifestError::new(origin, e.path, message).within(&prefix)
         })?;
         validate_pod(origin, &pod).map_err(|e| e.within(&prefix))?;
         pods.push(pod);

@@ -705,8 +705,8 @@ fn parse_pods_refuses_bad_lists() {
         ),
         (
             "apiVersion: v1\nkind: PodList\nitems: [{spec: {containers: 1}}]\n",
-            "items[0]",
-            "invalid Pod",
+            "items[0].spec.containers",
+            "invalid Pod: expected a list, found a number (1)",
         ),
         (
             "apiVersion: v1\nkind: PodList\nitems: [{metadata: {name: x}}]\n",

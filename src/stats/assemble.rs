@@ -140,24 +140,24 @@ pub fn assemble(raw: &RawRound, previous: Option<&Sample>) -> Sample {
             .collect();
         containers.sort_by(|a, b| a.name.cmp(&b.name));
 
+        // Field by field, as the kubelet's CRI stats provider: the pod's
+        // own reading where the runtime gives one (the kubelet's is the pod
+        // cgroup's), else the sum of its containers'. CRI-O's
+        // PodSandboxStats come without CPU and memory, so a whole missing
+        // PodSandboxStats is not the only case.
         let sb_stats = sandbox_stats.get(sandbox.id.as_str()).copied();
-        let (cpu, memory) = match sb_stats {
-            Some(s) => (
-                s.cpu.as_ref().map(|c| {
-                    let t = stamp(c.timestamp, raw.time);
-                    CpuStats {
-                        time: t,
-                        usage_nano_cores: rate(
-                            &sandbox.id,
-                            c.usage_core_nano_seconds.map(|v| (t.0, v)),
-                        ),
-                        usage_core_nano_seconds: c.usage_core_nano_seconds,
-                    }
-                }),
-                s.memory.as_ref().map(|m| memory_stats(m, raw.time)),
-            ),
-            None => (sum_cpu(&containers), sum_memory(&containers)),
-        };
+        let cpu = sb_stats.and_then(|s| s.cpu.as_ref()).map(|c| {
+            let t = stamp(c.timestamp, raw.time);
+            CpuStats {
+                time: t,
+                usage_nano_cores: rate(&sandbox.id, c.usage_core_nano_seconds.map(|v| (t.0, v))),
+                usage_core_nano_seconds: c.usage_core_nano_seconds,
+            }
+        });
+        let cpu = cpu.or_else(|| sum_cpu(&containers));
+        let memory = (sb_stats.and_then(|s| s.memory.as_ref()))
+            .map(|m| memory_stats(m, raw.time))
+            .or_else(|| sum_memory(&containers));
         let network = sb_stats
             .and_then(|s| s.network.as_ref())
             .map(|n| network_stats(n, raw.time));

@@ -257,6 +257,92 @@ fn without_sandbox_stats_pod_usage_is_the_sum_of_its_containers() {
     assert!(pod.process_stats.is_none());
 }
 
+/// CRI-O's PodSandboxStats: there, but with some of CPU, memory, network
+/// and the process count missing. Each missing one is the sum of the
+/// containers' (CPU, memory) or absent (network, processes), each present
+/// one the sandbox's own.
+#[test]
+fn sandbox_stats_without_cpu_or_memory_fall_back_field_by_field() {
+    let with = |cpu: bool, memory: bool, network: bool, processes: bool, t: i64, c: u64| {
+        let mut r = round(t, c, true);
+        let stats = &mut r.sandbox_stats.as_mut().unwrap()[0];
+        if !cpu {
+            stats.cpu = None;
+        }
+        if !memory {
+            stats.memory = None;
+        }
+        stats.network = network.then(|| cri::NetworkUsage {
+            timestamp: t,
+            default_interface: Some(cri::InterfaceUsage {
+                name: "eth0".into(),
+                rx_bytes: Some(7),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        if !processes {
+            stats.process_count = None;
+        }
+        r
+    };
+    // (cpu, memory, network, processes) in the PodSandboxStats →
+    // (pod cpu seconds, working set, network, processes) in the sample.
+    type Given = (bool, bool, bool, bool);
+    type Wanted = (u64, u64, bool, Option<u64>);
+    let rows: [(Given, Wanted); 5] = [
+        (
+            (true, true, true, true),
+            (7_000_000_000, 4096, true, Some(2)),
+        ),
+        (
+            (false, false, false, false),
+            (3_500_000_000, 2048, false, None),
+        ),
+        (
+            (false, true, true, true),
+            (3_500_000_000, 4096, true, Some(2)),
+        ),
+        (
+            (true, false, true, true),
+            (7_000_000_000, 2048, true, Some(2)),
+        ),
+        (
+            (true, true, false, false),
+            (7_000_000_000, 4096, false, None),
+        ),
+    ];
+    for ((cpu, memory, network, processes), (seconds, working_set, has_net, count)) in rows {
+        let first = assemble(
+            &with(cpu, memory, network, processes, 10 * SEC, 1_000_000_000),
+            None,
+        );
+        let second = assemble(
+            &with(cpu, memory, network, processes, 20 * SEC, 3_500_000_000),
+            Some(&first),
+        );
+        let what = format!("cpu {cpu}, memory {memory}, network {network}, processes {processes}");
+        let pod = &second.pods["u1"];
+        let pod_cpu = pod
+            .cpu
+            .as_ref()
+            .unwrap_or_else(|| panic!("{what}: no pod cpu"));
+        assert_eq!(pod_cpu.usage_core_nano_seconds, Some(seconds), "{what}");
+        assert!(pod_cpu.usage_nano_cores.is_some(), "{what}: a rate");
+        let pod_memory = pod
+            .memory
+            .as_ref()
+            .unwrap_or_else(|| panic!("{what}: no pod memory"));
+        assert_eq!(pod_memory.working_set_bytes, Some(working_set), "{what}");
+        assert_eq!(pod.network.is_some(), has_net, "{what}");
+        assert_eq!(
+            pod.process_stats.as_ref().and_then(|p| p.process_count),
+            count,
+            "{what}"
+        );
+    }
+}
+
 #[test]
 fn node_memory_and_filesystems_follow_the_kubelet() {
     let s = assemble(&round(10 * SEC, 1, true), None);
