@@ -351,9 +351,9 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         Some(client) => {
             let manager = crilet::mirror::manager::MirrorManager {
                 client: Arc::new(client) as Arc<dyn MirrorClient>,
-                node: node_facts(&settings, node_ip, node_runtime_version),
+                node: settings.node_facts(node_ip, node_runtime_version),
                 node_name,
-                status_policy: status_policy(&settings.node_status),
+                status_policy: settings.node_status.policy(),
                 node_inputs: crilet::nodestatus::node_sync::NodeInputs {
                     observation: observation_rx,
                     images: Some(runtime.clone()),
@@ -376,51 +376,6 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         let _ = server.await;
     }
     Ok(())
-}
-
-/// What the Node reports of itself: its IP, runtime, OS, the kubelet
-/// server's port (0 with `--port 0`: where the API server sends logs,
-/// exec, attach and port-forward), capacity and allocatable.
-fn node_facts(
-    settings: &crilet::agent::config::Settings,
-    ip: String,
-    runtime_version: String,
-) -> crilet::nodestatus::node_sync::NodeFacts {
-    use crilet::nodestatus::allocatable::{node_allocatable, pods_capacity};
-    let ns = &settings.node_status;
-    let cores = crilet::nodestatus::machine::read_num_cores();
-    let pods = pods_capacity(ns.max_pods, ns.pods_per_core, cores);
-    let capacity = crilet::nodestatus::machine::read_node_capacity(&settings.root_dir, pods);
-    let allocatable = node_allocatable(
-        &capacity,
-        &ns.kube_reserved,
-        &ns.system_reserved,
-        &ns.eviction_hard,
-    );
-    crilet::nodestatus::node_sync::NodeFacts {
-        name: String::new(),
-        ip,
-        runtime_version,
-        system: crilet::nodestatus::machine::read_node_system(),
-        kubelet_port: settings.kubelet_server.port,
-        capacity,
-        allocatable,
-        register_with_taints: (settings.register_with_taints.iter())
-            .map(crilet::agent::config::NodeTaint::to_api)
-            .collect(),
-    }
-}
-
-fn status_policy(
-    ns: &crilet::agent::config::NodeStatusSettings,
-) -> crilet::nodestatus::node_sync::NodeStatusPolicy {
-    crilet::nodestatus::node_sync::NodeStatusPolicy {
-        eviction_hard: ns.eviction_hard.clone(),
-        transition_period: ns.eviction_pressure_transition_period,
-        max_images: ns.max_images,
-        update_frequency: ns.update_frequency,
-        report_frequency: ns.report_frequency,
-    }
 }
 
 /// The API listeners of `crilet run`: bound at start, served once the

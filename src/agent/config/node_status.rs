@@ -250,3 +250,52 @@ pub(super) fn resolve_node_status(
 #[cfg(test)]
 #[path = "node_status_tests.rs"]
 mod tests;
+
+impl NodeStatusSettings {
+    /// How the node sync computes and writes the status.
+    pub fn policy(&self) -> crate::nodestatus::node_sync::NodeStatusPolicy {
+        crate::nodestatus::node_sync::NodeStatusPolicy {
+            eviction_hard: self.eviction_hard.clone(),
+            transition_period: self.eviction_pressure_transition_period,
+            max_images: self.max_images,
+            update_frequency: self.update_frequency,
+            report_frequency: self.report_frequency,
+        }
+    }
+}
+
+impl super::Settings {
+    /// What the Node reports of itself: its IP, runtime, OS, the kubelet
+    /// server's port (0 with `--port 0`: where the API server sends logs,
+    /// exec, attach and port-forward), capacity and allocatable, read from
+    /// this machine now.
+    pub fn node_facts(
+        &self,
+        ip: String,
+        runtime_version: String,
+    ) -> crate::nodestatus::node_sync::NodeFacts {
+        use crate::nodestatus::allocatable::{node_allocatable, pods_capacity};
+        use crate::nodestatus::machine;
+        let ns = &self.node_status;
+        let pods = pods_capacity(ns.max_pods, ns.pods_per_core, machine::read_num_cores());
+        let capacity = machine::read_node_capacity(&self.root_dir, pods);
+        let allocatable = node_allocatable(
+            &capacity,
+            &ns.kube_reserved,
+            &ns.system_reserved,
+            &ns.eviction_hard,
+        );
+        crate::nodestatus::node_sync::NodeFacts {
+            name: String::new(),
+            ip,
+            runtime_version,
+            system: machine::read_node_system(),
+            kubelet_port: self.kubelet_server.port,
+            capacity,
+            allocatable,
+            register_with_taints: (self.register_with_taints.iter())
+                .map(super::NodeTaint::to_api)
+                .collect(),
+        }
+    }
+}

@@ -8,11 +8,11 @@
 
 use super::*;
 use crate::kuberuntime::termination_files::create_message_file;
+use crate::logs::layout::legacy_log_symlink;
+use crate::logs::symlinks::{POD_LOG_DIR_MODE, link_started_container, make_dir};
 use crate::volume::empty_dir::{self, EmptyDir};
 use crate::volume::etc_hosts::mounts_hosts_file;
 use crate::volume::etc_hosts_file::{HostsFile, NODE_HOSTS_FILE, ensure_hosts_file};
-use crate::logs::layout::legacy_log_symlink;
-use crate::logs::symlinks::{POD_LOG_DIR_MODE, link_started_container, make_dir};
 use crate::volume::hostpath::check_volumes;
 
 impl Worker {

@@ -11,8 +11,8 @@ use crate::agent::orphan_dirs::legacy_pod_logs_dir;
 use crate::cm::cgroup::remove_pod_cgroup;
 use crate::kuberuntime::termination_order::termination_prereqs;
 use crate::logs::container_log_manager::clean_container_logs;
-use hooks::{begin_kill, stop_container};
 use crate::logs::layout::pod_log_dir_name;
+use hooks::{begin_kill, stop_container};
 
 impl Worker {
     pub(super) async fn terminate(
