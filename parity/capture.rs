@@ -171,6 +171,34 @@ pub fn cri_objects(calls: &[CriCall], names: &Names, out: &mut Snapshot) {
     }
 }
 
+/// What an agent sent to take a pod down, without the order: it stops a
+/// pod's containers in parallel, so their order is chance. Each container
+/// call's arguments (the container, StopContainer's timeout) sorted, and
+/// whether each sandbox call was made.
+pub fn teardown_summary(calls: &Json) -> Json {
+    let mut out: BTreeMap<String, Json> = BTreeMap::new();
+    for call in calls
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Json::as_str)
+    {
+        let (method, args) = call.split_once(' ').unwrap_or((call, ""));
+        if args.is_empty() {
+            out.insert(method.to_string(), Json::Bool(true));
+        } else {
+            let entry = out.entry(method.to_string()).or_insert_with(|| json!([]));
+            if let Some(list) = entry.as_array_mut() {
+                if !list.iter().any(|a| a == args) {
+                    list.push(json!(args));
+                    list.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+                }
+            }
+        }
+    }
+    json!(out)
+}
+
 /// The runtime's view of each pod's newest sandbox and each container's
 /// newest instance, as `crictl inspectp` / `inspect` print it (less the
 /// CRI config containerd keeps, which the proxy's record already holds).
@@ -284,4 +312,39 @@ pub fn api_objects(lab: &Lab, out: &mut Snapshot) {
         });
     }
     out.insert("events".into(), Json::Object(keyed));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_teardown_is_summed_up_without_the_order_of_parallel_stops() {
+        let a = json!([
+            "StopContainer b timeout=2",
+            "StopContainer a timeout=2",
+            "StopPodSandbox",
+            "RemoveContainer b",
+            "RemoveContainer a",
+            "StopPodSandbox"
+        ]);
+        let b = json!([
+            "StopContainer a timeout=2",
+            "StopContainer b timeout=2",
+            "StopPodSandbox",
+            "RemoveContainer a",
+            "RemoveContainer b"
+        ]);
+        assert_eq!(teardown_summary(&a), teardown_summary(&b));
+        assert_eq!(
+            teardown_summary(&a),
+            json!({"StopContainer": ["a timeout=2", "b timeout=2"], "StopPodSandbox": true,
+                   "RemoveContainer": ["a", "b"]})
+        );
+        let removed = json!(["StopPodSandbox", "RemovePodSandbox"]);
+        assert_eq!(
+            teardown_summary(&removed),
+            json!({"StopPodSandbox": true, "RemovePodSandbox": true})
+        );
+    }
 }

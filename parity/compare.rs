@@ -6,7 +6,8 @@
 //! and a line can be matched against the accepted list by pattern.
 //! Lists of objects that carry a key (`name`, `type`, `key`, ...) are
 //! compared item by item under that key, with their order compared apart,
-//! so one extra item is one line, not a shifted list.
+//! so one extra item is one line, not a shifted list; a list of plain
+//! values (a command, a sequence of calls) is one value.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -98,7 +99,7 @@ fn diff_list(object: &str, path: &str, a: &[Json], b: &[Json], out: &mut Vec<Str
                 ob.join(",")
             ));
         }
-    } else if a.len() == b.len() {
+    } else if a.len() == b.len() && !a.iter().chain(b).all(is_scalar) {
         for (i, (x, y)) in a.iter().zip(b).enumerate() {
             diff(object, &format!("{path}[{i}]"), x, y, out);
         }
@@ -106,6 +107,10 @@ fn diff_list(object: &str, path: &str, a: &[Json], b: &[Json], out: &mut Vec<Str
         let (x, y) = (Json::Array(a.to_vec()), Json::Array(b.to_vec()));
         out.push(line(object, path, Some(&x), Some(&y)));
     }
+}
+
+fn is_scalar(v: &Json) -> bool {
+    !matches!(v, Json::Array(_) | Json::Object(_))
 }
 
 /// The first of [`ITEM_KEYS`] that every item of both lists has, as a

@@ -88,16 +88,20 @@ fn keyed_lists_compare_items_by_key_and_their_order_apart() {
 }
 
 #[test]
-fn unkeyed_lists_compare_by_index_or_whole_when_lengths_differ() {
-    let a = snap(&[("o", json!({"command": ["sh", "-c", "x"], "paths": ["/a"]}))]);
+fn lists_of_plain_values_are_one_value_and_unkeyed_objects_compare_by_index() {
+    let a = snap(&[(
+        "o",
+        json!({"command": ["sh", "-c", "x"], "paths": ["/a"], "objs": [{"v": 1}, {"v": 2}]}),
+    )]);
     let b = snap(&[(
         "o",
-        json!({"command": ["sh", "-c", "y"], "paths": ["/a", "/b"]}),
+        json!({"command": ["sh", "-c", "y"], "paths": ["/a", "/b"], "objs": [{"v": 1}, {"v": 3}]}),
     )]);
     assert_eq!(
         differences(&a, &b),
         [
-            r#"o: command[2]: kubelet "x" | crilet "y""#,
+            r#"o: command: kubelet ["sh","-c","x"] | crilet ["sh","-c","y"]"#,
+            "o: objs[1].v: kubelet 2 | crilet 3",
             r#"o: paths: kubelet ["/a"] | crilet ["/a","/b"]"#,
         ]
     );

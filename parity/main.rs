@@ -76,7 +76,7 @@ fn run_agent(lab: &Lab, rt: &tokio::runtime::Runtime, agent: Agent) -> (Snapshot
     capture::cri_objects(&proxy.calls(), &names, &mut removal);
     for (key, value) in removal {
         if let Some(pod) = key.strip_prefix("cri calls ") {
-            snapshot.insert(format!("teardown calls {pod}"), value);
+            snapshot.insert(format!("teardown {pod}"), capture::teardown_summary(&value));
         }
     }
     let left = lab.kubectl_json(&[
