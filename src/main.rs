@@ -260,6 +260,11 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         endpoint = %settings.container_runtime_endpoint,
         "crilet starting"
     );
+    let (capacity, allocatable) = node_resources(&settings);
+    let cgroups = crilet::cm::swap::read_cgroup_facts(
+        std::path::Path::new(CGROUP_ROOT),
+        &std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default(),
+    );
     let node = NodeContext {
         node_name,
         root_dir: settings.root_dir.clone(),
@@ -271,6 +276,18 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         oom_score_adj_floor: settings
             .restrict_oom_score_adj
             .then(machine::read_own_oom_score_adj),
+        hugepage_sizes: machine::read_hugepage_sizes(std::path::Path::new(
+            "/sys/kernel/mm/hugepages",
+        )),
+        cgroups: crilet::kuberuntime::mapping::NodeCgroups {
+            v2: cgroups.unified,
+            swap_controller: cgroups.swap_controller,
+        },
+        allocatable: crilet::kuberuntime::mapping::NodeAllocatable {
+            cpu_millicores: allocatable.cpu_millicores,
+            memory_bytes: allocatable.memory_bytes,
+            ephemeral_storage_bytes: allocatable.ephemeral_storage_bytes,
+        },
     };
     // Image GC collects once the runtime answers.
     tokio::spawn(image_gc.clone().run(cancel.clone()));
@@ -334,7 +351,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         Some(client) => {
             let manager = crilet::mirror::manager::MirrorManager {
                 client: Arc::new(client) as Arc<dyn MirrorClient>,
-                node: node_facts(&settings, node_ip, runtime_version),
+                node: node_facts(&settings, node_ip, runtime_version, capacity, allocatable),
                 node_name,
                 status_policy: status_policy(&settings.node_status),
                 node_inputs: crilet::nodestatus::node_sync::NodeInputs {
@@ -361,14 +378,14 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What the Node reports of itself: its IP, runtime, OS, the kubelet
-/// server's port (0 with `--port 0`: where the API server sends logs,
-/// exec, attach and port-forward), capacity and allocatable.
-fn node_facts(
+/// The Node's capacity and allocatable: what it reports, and what a
+/// `resourceFieldRef` falls back to.
+fn node_resources(
     settings: &crilet::agent::config::Settings,
-    ip: String,
-    runtime_version: String,
-) -> crilet::nodestatus::node_sync::NodeFacts {
+) -> (
+    crilet::nodestatus::allocatable::NodeResources,
+    crilet::nodestatus::allocatable::NodeResources,
+) {
     use crilet::nodestatus::allocatable::{node_allocatable, pods_capacity};
     let ns = &settings.node_status;
     let cores = crilet::nodestatus::machine::read_num_cores();
@@ -380,6 +397,19 @@ fn node_facts(
         &ns.system_reserved,
         &ns.eviction_hard,
     );
+    (capacity, allocatable)
+}
+
+/// What the Node reports of itself: its IP, runtime, OS, the kubelet
+/// server's port (0 with `--port 0`: where the API server sends logs,
+/// exec, attach and port-forward), capacity and allocatable.
+fn node_facts(
+    settings: &crilet::agent::config::Settings,
+    ip: String,
+    runtime_version: String,
+    capacity: crilet::nodestatus::allocatable::NodeResources,
+    allocatable: crilet::nodestatus::allocatable::NodeResources,
+) -> crilet::nodestatus::node_sync::NodeFacts {
     crilet::nodestatus::node_sync::NodeFacts {
         name: String::new(),
         ip,

@@ -86,6 +86,7 @@ fn rc(name: &str, attempt: u32, state: ContainerState, exit_code: i32) -> Contai
         annotations: map(&annotations),
         mounts: vec![],
         log_path: String::new(),
+        resources: None,
     }
 }
 

@@ -92,47 +92,49 @@ impl Worker {
             }
         };
         let now = now_nanos();
-        if let Err((reason, message)) = self
+        let image_ref = match self
             .ensure_image(pod, &container, &sandbox_config, now)
             .await
         {
-            // The kubelet's "Error: <err>": for an image, the error is the
-            // waiting reason itself.
-            let event = kubelet_events::failed(image_outcome(&reason), &reason);
-            self.ctx.container_event(pod, name, event);
-            self.waiting.insert(
-                name.to_string(),
-                WaitingReason {
-                    reason,
-                    message: message.clone(),
-                },
-            );
-            return Err(RuntimeError::Refused {
-                op: "PullImage",
-                message,
-            });
-        }
-        let config = mapping::container_config(
-            &self.ctx.node,
-            pod,
-            &container,
+            Ok(image_ref) => image_ref,
+            Err((reason, message)) => {
+                // The kubelet's "Error: <err>": for an image, the error is the
+                // waiting reason itself.
+                let event = kubelet_events::failed(image_outcome(&reason), &reason);
+                self.ctx.container_event(pod, name, event);
+                self.waiting.insert(
+                    name.to_string(),
+                    WaitingReason {
+                        reason,
+                        message: message.clone(),
+                    },
+                );
+                return Err(RuntimeError::Refused {
+                    op: "PullImage",
+                    message,
+                });
+            }
+        };
+        let start = mapping::ContainerStart {
             restart_count,
             attempt,
-            &pod_ip,
-        )
-        .map_err(|e| {
-            let message = e.to_string();
-            let event = kubelet_events::failed(CREATE_CONTAINER_CONFIG_ERROR, &message);
-            self.ctx.container_event(pod, name, event);
-            self.waiting.insert(
-                name.to_string(),
-                WaitingReason {
-                    reason: CREATE_CONTAINER_CONFIG_ERROR.into(),
-                    message,
-                },
-            );
-            refused(e)
-        })?;
+            pod_ip: &pod_ip,
+            image_ref: &image_ref,
+        };
+        let config =
+            mapping::container_config(&self.ctx.node, pod, &container, &start).map_err(|e| {
+                let message = e.to_string();
+                let event = kubelet_events::failed(CREATE_CONTAINER_CONFIG_ERROR, &message);
+                self.ctx.container_event(pod, name, event);
+                self.waiting.insert(
+                    name.to_string(),
+                    WaitingReason {
+                        reason: CREATE_CONTAINER_CONFIG_ERROR.into(),
+                        message,
+                    },
+                );
+                refused(e)
+            })?;
         // The kubelet makes <pod log dir>/<container> before CreateContainer:
         // containerd creates it itself, CRI-O's conmon does not and fails
         // with "Failed to open log file".
@@ -197,14 +199,16 @@ impl Worker {
     }
 
     /// Pulls per the container's policy, recording the kubelet's image
-    /// events on the container. Err is (reason, message) for the status.
+    /// events on the container. Ok is the image as the runtime resolved it
+    /// (ImageStatus's ID, or PullImage's reference), which the container is
+    /// created from; Err is (reason, message) for the status.
     pub(super) async fn ensure_image(
         &mut self,
         pod: &Pod,
         container: &Container,
         sandbox: &crate::cri::PodSandboxConfig,
         now: i64,
-    ) -> Result<(), (String, String)> {
+    ) -> Result<String, (String, String)> {
         let rt = self.ctx.runtime.clone();
         let image = container.image.clone().unwrap_or_default();
         let ctx = self.ctx.clone();
@@ -215,15 +219,15 @@ impl Worker {
             .unwrap_or("IfNotPresent");
         if policy != "Always" {
             let present = match rt.image_status(&image).await {
-                Ok(status) => status.is_some(),
+                Ok(status) => status.map(|i| i.id),
                 Err(e) => {
                     record(kubelet_events::failed_to_inspect(&image, &e.to_string()));
                     return Err(("ErrImageInspect".to_string(), e.to_string()));
                 }
             };
-            if present {
+            if let Some(id) = present {
                 record(kubelet_events::already_present(&image));
-                return Ok(());
+                return Ok(id);
             }
             if policy == "Never" {
                 record(kubelet_events::never_pull(&image));
@@ -266,7 +270,7 @@ impl Worker {
                 record(kubelet_events::pulled(&image, took, took, size));
                 self.pull_failures.remove(&container.name);
                 self.backoff.reset(&key);
-                Ok(())
+                Ok(image_ref)
             }
             Err(e) => {
                 self.backoff.next(&key, now);

@@ -55,6 +55,7 @@ pub(crate) fn test_context(
             host_ip: "10.0.0.1".into(),
             memory_capacity: 1 << 30,
             oom_score_adj_floor: None,
+            ..Default::default()
         },
         statuses: StatusCache::default(),
         status_changed: watch::channel(()).0,

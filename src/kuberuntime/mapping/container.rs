@@ -1,20 +1,41 @@
-//! One container's config for CreateContainer: image, command, env,
-//! mounts (the volumes', then the termination-message file's), log path,
-//! resources and security, with the kubelet's labels.
+//! One container's config for CreateContainer: image (the resolved ID,
+//! with the spec's name beside it), command, env, mounts (the volumes',
+//! then the termination-message file's), log path, resources and security,
+//! with the kubelet's labels and annotations.
 //! Part of `mapping`.
 //!
 //! Invariant: pure, like the rest of the mapping.
 
+use super::ports::ports_annotation;
 use super::*;
+use crate::kuberuntime::labels::CONTAINER_PORTS_ANNOTATION;
+
+/// One container instance's facts besides its spec, gathered by the worker.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ContainerStart<'a> {
+    pub restart_count: u32,
+    pub attempt: u32,
+    /// The sandbox's IP as the runtime reports it (empty for host network).
+    pub pod_ip: &'a str,
+    /// The image as the runtime resolved it: ImageStatus's ID, or what
+    /// PullImage returned. The container is created from it, as the
+    /// kubelet does, so that a tag moved later does not change it; empty
+    /// means the spec's name.
+    pub image_ref: &'a str,
+}
 
 pub fn container_config(
     ctx: &NodeContext,
     pod: &Pod,
     container: &Container,
-    restart_count: u32,
-    attempt: u32,
-    pod_ip: &str,
+    start: &ContainerStart,
 ) -> Result<ContainerConfig, MappingError> {
+    let ContainerStart {
+        restart_count,
+        attempt,
+        pod_ip,
+        image_ref,
+    } = *start;
     let field = container_field(pod, &container.name);
     let envs = environment(ctx, pod, container, pod_ip, &field)?;
     let expand_all = |list: &Option<Vec<String>>| -> Vec<String> {
@@ -37,21 +58,30 @@ pub fn container_config(
         termination_grace_period: spec(pod).termination_grace_period_seconds,
         deletion_grace_period: pod.metadata.deletion_grace_period_seconds,
     };
+    let mut annotations = labels.to_annotations();
+    if let Some(ports) = ports_annotation(container) {
+        annotations.insert(CONTAINER_PORTS_ANNOTATION.to_owned(), ports);
+    }
     let mut all_mounts = mounts(ctx, pod, container, &envs, security.privileged, &field)?;
     all_mounts.extend(termination_message_mount(ctx, pod, container, attempt));
+    let spec_image = container.image.clone().unwrap_or_default();
     Ok(ContainerConfig {
         metadata: ContainerMetadata {
             name: container.name.clone(),
             attempt,
         },
-        image: container.image.clone().unwrap_or_default(),
+        image: match image_ref {
+            "" => spec_image.clone(),
+            resolved => resolved.to_owned(),
+        },
+        user_specified_image: spec_image,
         command: expand_all(&container.command),
         args: expand_all(&container.args),
         working_dir: container.working_dir.clone().unwrap_or_default(),
         mounts: all_mounts,
         envs,
         labels: labels.to_labels(),
-        annotations: labels.to_annotations(),
+        annotations,
         log_path: container_log_path(&container.name, restart_count),
         stdin: container.stdin.unwrap_or(false),
         stdin_once: container.stdin_once.unwrap_or(false),

@@ -29,7 +29,10 @@
 //!   `medium: Memory` and `sizeLimit` are not honoured (a plain directory).
 
 mod container;
+mod downward;
 mod env;
+mod pod_resources;
+mod ports;
 pub use crate::units::quantity;
 mod resources;
 mod sandbox;
@@ -45,7 +48,8 @@ use security::{
     SECCOMP_PROFILE, container_security, is_privileged, seccomp_spec, security_profile,
 };
 
-pub use container::container_config;
+pub use container::{ContainerStart, container_config};
+pub use resources::hugepage_unit_size;
 pub use sandbox::sandbox_config;
 
 use std::collections::{BTreeMap, HashMap};
@@ -68,7 +72,7 @@ use crate::cri::types::{
 use crate::pod::{full_name, name, namespace, uid};
 
 /// What the mapping needs to know about the node (gathered by the caller).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeContext {
     pub node_name: String,
     /// `--root-dir`: logs go to `<root_dir>/logs/<ns>_<name>_<uid>/`,
@@ -88,6 +92,36 @@ pub struct NodeContext {
     /// `--restrict-oom-score-adj`: no container gets an oom_score_adj
     /// below this (crilet's own score).
     pub oom_score_adj_floor: Option<i64>,
+    /// The node's hugepage sizes as the hugetlb cgroup names them ("2MB",
+    /// "1GB"), in the order the kernel lists `/sys/kernel/mm/hugepages`:
+    /// every container gets a limit for each, 0 unless it asks for pages.
+    pub hugepage_sizes: Vec<String>,
+    /// What the node's cgroups can do, for the swap limit and cgroup v2
+    /// settings the kubelet sends.
+    pub cgroups: NodeCgroups,
+    /// The Node's allocatable, which a `resourceFieldRef` reads when the
+    /// container sets no limit.
+    pub allocatable: NodeAllocatable,
+}
+
+/// The node's cgroup facts the kubelet reads once at start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeCgroups {
+    /// cgroup v2 (the unified hierarchy) rather than v1.
+    pub v2: bool,
+    /// A swap limit can be set: v1 `memory.memsw.limit_in_bytes`, or v2
+    /// `memory.swap.max` in crilet's own cgroup.
+    pub swap_controller: bool,
+}
+
+/// The Node's allocatable cpu, memory and ephemeral storage, as
+/// `status.allocatable` reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeAllocatable {
+    pub cpu_millicores: i64,
+    pub memory_bytes: i64,
+    /// `None` when the Node reports no ephemeral-storage.
+    pub ephemeral_storage_bytes: Option<i64>,
 }
 
 /// Why a pod cannot be mapped; each names the pod full name and the field.
@@ -275,6 +309,19 @@ pub fn termination_grace_period(pod: &Pod) -> i64 {
     spec(pod)
         .termination_grace_period_seconds
         .unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS)
+}
+
+/// The pod IP crilet reports in `status.podIP`, and what `status.podIP`
+/// reads in the environment: the sandbox's IP, or for a host-network pod
+/// (whose sandbox has none) the node's IP. The kubelet gives such a pod
+/// the node's IPs in status only when it has an API server, and its env
+/// reads the runtime's IP on a container's first start; crilet keeps the
+/// two equal.
+pub fn reported_pod_ip<'a>(pod: &Pod, sandbox_ip: &'a str, host_ip: &'a str) -> &'a str {
+    match sandbox_ip {
+        "" if spec(pod).host_network == Some(true) => host_ip,
+        ip => ip,
+    }
 }
 
 fn spec(pod: &Pod) -> &PodSpec {

@@ -1,7 +1,10 @@
 //! The securityContext: pod and container fields merged, seccomp and
 //! AppArmor profiles, masked and read-only paths. Part of `mapping`.
 //!
-//! Invariant: pure, like the rest of the mapping.
+//! Invariant: pure, like the rest of the mapping. A container always gets
+//! a seccomp profile (Unconfined when neither it nor the pod sets one); the
+//! sandbox always gets RuntimeDefault, whatever the pod sets, as the
+//! kubelet forces on the pause container.
 
 use super::*;
 
@@ -9,10 +12,12 @@ pub(super) const SECCOMP_PROFILE: &str = "seccompProfile";
 
 pub(super) const APPARMOR_PROFILE: &str = "appArmorProfile";
 
-/// The kubelet's masked and read-only /proc and /sys paths (moby's defaults).
-pub(super) const DEFAULT_MASKED_PATHS: [&str; 11] = [
+/// The kubelet's masked and read-only /proc and /sys paths
+/// (`pkg/securitycontext/util.go`, kept in step with moby's defaults).
+pub(super) const DEFAULT_MASKED_PATHS: [&str; 12] = [
     "/proc/asound",
     "/proc/acpi",
+    "/proc/interrupts",
     "/proc/kcore",
     "/proc/keys",
     "/proc/latency_stats",
@@ -116,8 +121,10 @@ pub(super) fn container_security(
         apparmor_spec(&csc.app_armor_profile),
         apparmor_spec(&psc.app_armor_profile),
     );
-    // Unmasked /proc (procMount) and privileged containers get no masking.
-    let masked = !privileged && csc.proc_mount.as_deref() != Some("Unmasked");
+    // Only an Unmasked /proc (procMount) drops the lists; a privileged
+    // container gets them too, as the kubelet sends them (the runtime
+    // then ignores them).
+    let masked = csc.proc_mount.as_deref() != Some("Unmasked");
     let paths = |list: &[&str]| {
         if masked {
             list.iter().map(|p| p.to_string()).collect()
@@ -139,7 +146,12 @@ pub(super) fn container_security(
         no_new_privs: csc.allow_privilege_escalation == Some(false),
         masked_paths: paths(&DEFAULT_MASKED_PATHS),
         readonly_paths: paths(&DEFAULT_READONLY_PATHS),
-        seccomp: security_profile(ctx, pod, field, SECCOMP_PROFILE, c_seccomp, p_seccomp)?,
+        // No profile is Unconfined, sent explicitly (the kubelet's
+        // `getSeccompProfile` without `seccompDefault`).
+        seccomp: Some(
+            security_profile(ctx, pod, field, SECCOMP_PROFILE, c_seccomp, p_seccomp)?
+                .unwrap_or(SecurityProfile::Unconfined),
+        ),
         apparmor: security_profile(ctx, pod, field, APPARMOR_PROFILE, c_apparmor, p_apparmor)?,
     })
 }

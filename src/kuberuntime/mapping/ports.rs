@@ -1,0 +1,102 @@
+//! Container ports: the sandbox's port mappings
+//! (`pkg/kubelet/kuberuntime/kuberuntime_sandbox.go`
+//! `generatePodSandboxConfig` over `kubecontainer.MakePortMappings`,
+//! `pkg/kubelet/container/helpers.go`) and the
+//! `io.kubernetes.container.ports` annotation
+//! (`pkg/kubelet/kuberuntime/labels.go` `newContainerAnnotations`). Part of
+//! `mapping`.
+//!
+//! Invariant: pure, like the rest of the mapping. Every port of every app
+//! container is listed, with or without a hostPort, in spec order; within
+//! one container a port whose name (given, or made of its family,
+//! protocol, host IP and ports) repeats an earlier one is left out.
+
+use std::collections::HashSet;
+use std::net::IpAddr;
+
+use k8s_openapi::api::core::v1::ContainerPort;
+
+use super::*;
+
+/// The sandbox's port mappings: each app container's ports in order (init
+/// containers have none that count), hostPort 0 where none is set.
+pub(super) fn port_mappings(spec: &PodSpec) -> Vec<PortMapping> {
+    spec.containers
+        .iter()
+        .flat_map(container_port_mappings)
+        .collect()
+}
+
+/// `MakePortMappings` for one container.
+fn container_port_mappings(c: &Container) -> Vec<PortMapping> {
+    let mut names = HashSet::new();
+    let mut out = Vec::new();
+    for p in c.ports.iter().flatten() {
+        let protocol = p.protocol.as_deref().unwrap_or("TCP");
+        let host_ip = p.host_ip.as_deref().unwrap_or("");
+        let host_port = p.host_port.unwrap_or(0);
+        let name = match p.name.as_deref().filter(|n| !n.is_empty()) {
+            Some(name) => name.to_owned(),
+            None => format!(
+                "{}-{protocol}-{host_ip}:{}:{host_port}",
+                ip_family(host_ip),
+                p.container_port
+            ),
+        };
+        if !names.insert(name) {
+            continue;
+        }
+        out.push(PortMapping {
+            protocol: match protocol {
+                "UDP" => Protocol::Udp,
+                "SCTP" => Protocol::Sctp,
+                // The kubelet maps anything else to TCP too.
+                _ => Protocol::Tcp,
+            },
+            container_port: p.container_port,
+            host_port,
+            host_ip: host_ip.to_owned(),
+        });
+    }
+    out
+}
+
+/// "any" without a host IP, "v6" for an IPv6 address (not an IPv4-mapped
+/// one), else "v4", as the kubelet tells duplicate ports of different
+/// families apart.
+fn ip_family(host_ip: &str) -> &'static str {
+    match host_ip.parse::<IpAddr>() {
+        _ if host_ip.is_empty() => "any",
+        Ok(IpAddr::V6(v6)) if v6.to_ipv4_mapped().is_none() => "v6",
+        _ => "v4",
+    }
+}
+
+/// The container's ports as the kubelet records them in the
+/// `io.kubernetes.container.ports` annotation: Go's JSON of the list, its
+/// fields in the API type's order (name, hostPort, containerPort,
+/// protocol, hostIP) with the empty ones left out; `None` without ports.
+pub(super) fn ports_annotation(c: &Container) -> Option<String> {
+    let ports = c.ports.as_ref().filter(|p| !p.is_empty())?;
+    let items: Vec<String> = ports.iter().map(port_json).collect();
+    Some(format!("[{}]", items.join(",")))
+}
+
+fn port_json(p: &ContainerPort) -> String {
+    let text = |s: &str| serde_json::Value::from(s).to_string();
+    let mut fields = Vec::new();
+    if let Some(name) = p.name.as_deref().filter(|s| !s.is_empty()) {
+        fields.push(format!("\"name\":{}", text(name)));
+    }
+    if let Some(port) = p.host_port.filter(|p| *p != 0) {
+        fields.push(format!("\"hostPort\":{port}"));
+    }
+    fields.push(format!("\"containerPort\":{}", p.container_port));
+    if let Some(protocol) = p.protocol.as_deref().filter(|s| !s.is_empty()) {
+        fields.push(format!("\"protocol\":{}", text(protocol)));
+    }
+    if let Some(ip) = p.host_ip.as_deref().filter(|s| !s.is_empty()) {
+        fields.push(format!("\"hostIP\":{}", text(ip)));
+    }
+    format!("{{{}}}", fields.join(","))
+}
