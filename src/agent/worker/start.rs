@@ -92,11 +92,11 @@ impl Worker {
             }
         };
         let now = now_nanos();
-        let image_ref = match self
+        let image = match self
             .ensure_image(pod, &container, &sandbox_config, now)
             .await
         {
-            Ok(image_ref) => image_ref,
+            Ok(image) => image,
             Err((reason, message)) => {
                 // The kubelet's "Error: <err>": for an image, the error is the
                 // waiting reason itself.
@@ -119,7 +119,9 @@ impl Worker {
             restart_count,
             attempt,
             pod_ip: &pod_ip,
-            image_ref: &image_ref,
+            image_ref: &image.id,
+            image_user: (image.user.as_ref())
+                .map(|(uid, name)| mapping::ImageUser::from_status(*uid, name)),
         };
         let config =
             mapping::container_config(&self.ctx.node, pod, &container, &start).map_err(|e| {
@@ -199,16 +201,15 @@ impl Worker {
     }
 
     /// Pulls per the container's policy, recording the kubelet's image
-    /// events on the container. Ok is the image as the runtime resolved it
-    /// (ImageStatus's ID, or PullImage's reference), which the container is
-    /// created from; Err is (reason, message) for the status.
+    /// events on the container. Ok is the image as the runtime resolved it;
+    /// Err is (reason, message) for the status.
     pub(super) async fn ensure_image(
         &mut self,
         pod: &Pod,
         container: &Container,
         sandbox: &crate::cri::PodSandboxConfig,
         now: i64,
-    ) -> Result<String, (String, String)> {
+    ) -> Result<ResolvedImage, (String, String)> {
         let rt = self.ctx.runtime.clone();
         let image = container.image.clone().unwrap_or_default();
         let ctx = self.ctx.clone();
@@ -219,15 +220,18 @@ impl Worker {
             .unwrap_or("IfNotPresent");
         if policy != "Always" {
             let present = match rt.image_status(&image).await {
-                Ok(status) => status.map(|i| i.id),
+                Ok(status) => status,
                 Err(e) => {
                     record(kubelet_events::failed_to_inspect(&image, &e.to_string()));
                     return Err(("ErrImageInspect".to_string(), e.to_string()));
                 }
             };
-            if let Some(id) = present {
+            if let Some(found) = present {
                 record(kubelet_events::already_present(&image));
-                return Ok(id);
+                return Ok(ResolvedImage {
+                    id: found.id,
+                    user: Some((found.uid, found.username)),
+                });
             }
             if policy == "Never" {
                 record(kubelet_events::never_pull(&image));
@@ -263,14 +267,16 @@ impl Worker {
                 tracing::info!(image, image_ref, "pulled image");
                 // Waiters share the leader's pull: its time is theirs.
                 let took = asked.elapsed();
-                let size = match rt.image_status(&image_ref).await {
-                    Ok(Some(i)) => i.size,
-                    _ => 0,
-                };
+                let status = rt.image_status(&image_ref).await.ok().flatten();
+                let size = status.as_ref().map_or(0, |i| i.size);
                 record(kubelet_events::pulled(&image, took, took, size));
                 self.pull_failures.remove(&container.name);
                 self.backoff.reset(&key);
-                Ok(image_ref)
+                // Run what the pull resolved to, whatever ImageStatus says.
+                Ok(ResolvedImage {
+                    id: image_ref,
+                    user: status.map(|i| (i.uid, i.username)),
+                })
             }
             Err(e) => {
                 self.backoff.next(&key, now);
@@ -282,6 +288,15 @@ impl Worker {
             }
         }
     }
+}
+
+/// The image a container is created from, as the runtime resolved it.
+pub(super) struct ResolvedImage {
+    /// ImageStatus's ID, or the reference PullImage returned.
+    pub id: String,
+    /// The image's (uid, user name) from ImageStatus; `None` when it did
+    /// not answer.
+    pub user: Option<(Option<i64>, String)>,
 }
 
 const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";

@@ -295,3 +295,21 @@ async fn terminating_without_the_spec_removes_each_containers_log_files() {
         "another attempt's log is not this container's"
     );
 }
+
+#[tokio::test]
+async fn containers_are_created_from_the_image_id() {
+    // The kubelet runs the image ImageStatus resolved, so a tag moved
+    // later does not change what a restart runs.
+    let root = tempfile::tempdir().unwrap();
+    let rt = fake();
+    let mut w = worker(rt.clone(), root.path());
+    let pod = pod(serde_json::json!({}), serde_json::json!([]));
+    w.sync(&pod).await.unwrap();
+    let list = rt
+        .list_containers(&ContainerFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].image, "sha256:busybox");
+    assert_eq!(list[0].image_ref, "sha256:busybox");
+}

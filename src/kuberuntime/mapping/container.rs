@@ -22,6 +22,29 @@ pub struct ContainerStart<'a> {
     /// kubelet does, so that a tag moved later does not change it; empty
     /// means the spec's name.
     pub image_ref: &'a str,
+    /// Who the image runs as, from ImageStatus; `None` when not known
+    /// (then the runtime picks the image's user and `runAsNonRoot` is
+    /// checked only against an explicit `runAsUser`).
+    pub image_user: Option<ImageUser<'a>>,
+}
+
+/// The user an image runs as, as the kubelet's `getImageUser` reads
+/// ImageStatus: a numeric uid, else a user name; an image that gives
+/// neither runs as root (uid 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageUser<'a> {
+    Uid(i64),
+    Name(&'a str),
+}
+
+impl<'a> ImageUser<'a> {
+    pub fn from_status(uid: Option<i64>, username: &'a str) -> Self {
+        match (uid, username) {
+            (Some(uid), _) => ImageUser::Uid(uid),
+            (None, "") => ImageUser::Uid(0),
+            (None, name) => ImageUser::Name(name),
+        }
+    }
 }
 
 pub fn container_config(
@@ -35,13 +58,14 @@ pub fn container_config(
         attempt,
         pod_ip,
         image_ref,
+        image_user,
     } = *start;
     let field = container_field(pod, &container.name);
     let envs = environment(ctx, pod, container, pod_ip, &field)?;
     let expand_all = |list: &Option<Vec<String>>| -> Vec<String> {
         list.iter().flatten().map(|s| expand(s, &envs)).collect()
     };
-    let security = container_security(ctx, pod, container, &field)?;
+    let security = container_security(ctx, pod, container, &field, image_user)?;
     let labels = ContainerLabels {
         pod_name: name(pod).to_owned(),
         pod_namespace: namespace(pod).to_owned(),

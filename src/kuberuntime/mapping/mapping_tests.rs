@@ -37,6 +37,7 @@ fn at(restart_count: u32, attempt: u32, pod_ip: &str) -> ContainerStart<'_> {
         attempt,
         pod_ip,
         image_ref: "",
+        image_user: None,
     }
 }
 

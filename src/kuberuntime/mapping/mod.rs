@@ -22,8 +22,7 @@
 //! - a cluster DNS: crilet has none, so ClusterFirst and
 //!   ClusterFirstWithHostNet fall back to the node's resolver, as the
 //!   kubelet does when started without `--cluster-dns`;
-//! - service-link environment variables, and the image-user check behind
-//!   `runAsNonRoot` (only an explicit `runAsUser: 0` is refused);
+//! - service-link environment variables;
 //! - hostPath `type` checks (the worker runs them before the sandbox, see
 //!   `volume::hostpath`), and creating subPath directories. emptyDir
 //!   `medium: Memory` and `sizeLimit` are not honoured (a plain directory).
@@ -48,7 +47,7 @@ use security::{
     SECCOMP_PROFILE, container_security, is_privileged, seccomp_spec, security_profile,
 };
 
-pub use container::{ContainerStart, container_config};
+pub use container::{ContainerStart, ImageUser, container_config};
 pub use resources::hugepage_unit_size;
 pub use sandbox::sandbox_config;
 
@@ -369,3 +368,11 @@ fn invalid(pod: &Pod, field: impl Into<String>, value: &str, reason: &str) -> Ma
 #[cfg(test)]
 #[path = "mapping_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "parity_tests.rs"]
+mod parity_tests;
+
+#[cfg(test)]
+#[path = "downward_tests.rs"]
+mod downward_tests;
