@@ -283,11 +283,15 @@ fn resources_from(r: pb::LinuxContainerResources) -> LinuxContainerResources {
 
 fn container_security_to(s: &ContainerSecurity) -> pb::LinuxContainerSecurityContext {
     pb::LinuxContainerSecurityContext {
-        capabilities: Some(pb::Capability {
-            add_capabilities: s.capabilities_add.clone(),
-            drop_capabilities: s.capabilities_drop.clone(),
-            ..Default::default()
-        }),
+        // None without capabilities to add or drop, as the kubelet sends
+        // none when the spec sets none.
+        capabilities: (!s.capabilities_add.is_empty() || !s.capabilities_drop.is_empty()).then(
+            || pb::Capability {
+                add_capabilities: s.capabilities_add.clone(),
+                drop_capabilities: s.capabilities_drop.clone(),
+                ..Default::default()
+            },
+        ),
         privileged: s.privileged,
         namespace_options: Some(ns_options_to(&s.namespace_options)),
         run_as_user: int64(s.run_as_user),

@@ -115,3 +115,25 @@ fn container_events_take_the_pod_from_the_sandbox_status() {
     assert_eq!(bare.event_type, ContainerEventType::Unknown(9));
     assert_eq!((bare.pod_sandbox_id, bare.pod_uid), (None, None));
 }
+
+#[test]
+fn capabilities_are_sent_only_when_the_spec_has_some() {
+    let none = container_config_to(&ContainerConfig {
+        security: Some(ContainerSecurity::default()),
+        ..Default::default()
+    });
+    let sc = none.linux.unwrap().security_context.unwrap();
+    assert_eq!(sc.capabilities, None);
+    let some = container_config_to(&ContainerConfig {
+        security: Some(ContainerSecurity {
+            capabilities_drop: vec!["ALL".into()],
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let caps = some.linux.unwrap().security_context.unwrap().capabilities;
+    assert_eq!(
+        caps.map(|c| c.drop_capabilities),
+        Some(vec!["ALL".to_string()])
+    );
+}

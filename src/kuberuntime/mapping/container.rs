@@ -6,9 +6,11 @@
 //!
 //! Invariant: pure, like the rest of the mapping.
 
-use super::ports::ports_annotation;
+use super::annotations::{ports_annotation, pre_stop_annotation};
 use super::*;
-use crate::kuberuntime::labels::CONTAINER_PORTS_ANNOTATION;
+use crate::kuberuntime::labels::{
+    CONTAINER_PORTS_ANNOTATION, CONTAINER_PRESTOP_HANDLER_ANNOTATION,
+};
 
 /// One container instance's facts besides its spec, gathered by the worker.
 #[derive(Debug, Clone, Copy, Default)]
@@ -85,6 +87,9 @@ pub fn container_config(
     let mut annotations = labels.to_annotations();
     if let Some(ports) = ports_annotation(container) {
         annotations.insert(CONTAINER_PORTS_ANNOTATION.to_owned(), ports);
+    }
+    if let Some(handler) = pre_stop_annotation(container) {
+        annotations.insert(CONTAINER_PRESTOP_HANDLER_ANNOTATION.to_owned(), handler);
     }
     let mut all_mounts = mounts(ctx, pod, container, &envs, security.privileged, &field)?;
     all_mounts.extend(termination_message_mount(ctx, pod, container, attempt));

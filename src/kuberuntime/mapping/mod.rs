@@ -27,6 +27,7 @@
 //!   `volume::hostpath`), and creating subPath directories. emptyDir
 //!   `medium: Memory` and `sizeLimit` are not honoured (a plain directory).
 
+mod annotations;
 mod container;
 mod downward;
 mod env;
@@ -376,3 +377,7 @@ mod parity_tests;
 #[cfg(test)]
 #[path = "downward_tests.rs"]
 mod downward_tests;
+
+#[cfg(test)]
+#[path = "annotations_tests.rs"]
+mod annotations_tests;

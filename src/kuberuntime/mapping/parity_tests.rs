@@ -339,6 +339,28 @@ fn sandbox_resources_sum_the_pod_as_the_kubelet_sums_it() {
             "{what}"
         );
     }
+    // Measured with a sidecar: its 100m and 100Mi count with the apps and
+    // with the init container after it (1 cpu, 200Mi), and a container
+    // that requests cpu "0" still counts as requesting cpu.
+    let edge = json!({
+        "initContainers": [
+            {"name": "side", "restartPolicy": "Always",
+             "resources": {"requests": {"cpu": "100m", "memory": "10Mi"}, "limits": {"cpu": "1", "memory": "100Mi"}}},
+            {"name": "init", "resources": {"requests": {"cpu": "1", "memory": "200Mi"}, "limits": {"cpu": "1", "memory": "200Mi"}}}
+        ],
+        "containers": [
+            {"name": "zero", "resources": {"requests": {"cpu": "0"}, "limits": {"cpu": "1"}}},
+            {"name": "nonroot"}
+        ]
+    });
+    let got = sandbox(edge.clone());
+    assert_eq!(
+        (got.cpu_shares, got.cpu_quota, got.memory_limit_in_bytes),
+        (1126, 200_000, 314_572_800)
+    );
+    let zero_pod = pod_of(edge);
+    let zero = map(&lab(), &zero_pod, "zero", "").resources.unwrap();
+    assert_eq!((zero.cpu_shares, zero.cpu_quota), (2, 100_000));
     let with_overhead = pod_of(json!({"overhead": {"cpu": "250m", "memory": "120Mi"},
                                       "containers": [{"name": "a"}]}));
     let overhead = sandbox_config(&lab(), &with_overhead, 0)

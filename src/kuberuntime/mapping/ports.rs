@@ -1,10 +1,6 @@
-//! Container ports: the sandbox's port mappings
-//! (`pkg/kubelet/kuberuntime/kuberuntime_sandbox.go`
+//! The sandbox's port mappings (`pkg/kubelet/kuberuntime/kuberuntime_sandbox.go`
 //! `generatePodSandboxConfig` over `kubecontainer.MakePortMappings`,
-//! `pkg/kubelet/container/helpers.go`) and the
-//! `io.kubernetes.container.ports` annotation
-//! (`pkg/kubelet/kuberuntime/labels.go` `newContainerAnnotations`). Part of
-//! `mapping`.
+//! `pkg/kubelet/container/helpers.go`). Part of `mapping`.
 //!
 //! Invariant: pure, like the rest of the mapping. Every port of every app
 //! container is listed, with or without a hostPort, in spec order; within
@@ -13,8 +9,6 @@
 
 use std::collections::HashSet;
 use std::net::IpAddr;
-
-use k8s_openapi::api::core::v1::ContainerPort;
 
 use super::*;
 
@@ -70,33 +64,4 @@ fn ip_family(host_ip: &str) -> &'static str {
         Ok(IpAddr::V6(v6)) if v6.to_ipv4_mapped().is_none() => "v6",
         _ => "v4",
     }
-}
-
-/// The container's ports as the kubelet records them in the
-/// `io.kubernetes.container.ports` annotation: Go's JSON of the list, its
-/// fields in the API type's order (name, hostPort, containerPort,
-/// protocol, hostIP) with the empty ones left out; `None` without ports.
-pub(super) fn ports_annotation(c: &Container) -> Option<String> {
-    let ports = c.ports.as_ref().filter(|p| !p.is_empty())?;
-    let items: Vec<String> = ports.iter().map(port_json).collect();
-    Some(format!("[{}]", items.join(",")))
-}
-
-fn port_json(p: &ContainerPort) -> String {
-    let text = |s: &str| serde_json::Value::from(s).to_string();
-    let mut fields = Vec::new();
-    if let Some(name) = p.name.as_deref().filter(|s| !s.is_empty()) {
-        fields.push(format!("\"name\":{}", text(name)));
-    }
-    if let Some(port) = p.host_port.filter(|p| *p != 0) {
-        fields.push(format!("\"hostPort\":{port}"));
-    }
-    fields.push(format!("\"containerPort\":{}", p.container_port));
-    if let Some(protocol) = p.protocol.as_deref().filter(|s| !s.is_empty()) {
-        fields.push(format!("\"protocol\":{}", text(protocol)));
-    }
-    if let Some(ip) = p.host_ip.as_deref().filter(|s| !s.is_empty()) {
-        fields.push(format!("\"hostIP\":{}", text(ip)));
-    }
-    format!("{{{}}}", fields.join(","))
 }
