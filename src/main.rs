@@ -261,7 +261,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         "crilet starting"
     );
     let (capacity, allocatable) = node_resources(&settings);
-    let cgroups = crilet::cm::swap::read_cgroup_facts(
+    let cgroups = crilet::cm::node_cgroups::read_cgroup_facts(
         std::path::Path::new(CGROUP_ROOT),
         &std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default(),
     );
@@ -276,9 +276,12 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         oom_score_adj_floor: settings
             .restrict_oom_score_adj
             .then(machine::read_own_oom_score_adj),
-        hugepage_sizes: machine::read_hugepage_sizes(std::path::Path::new(
-            "/sys/kernel/mm/hugepages",
-        )),
+        // Without the hugetlb controller runc cannot apply a hugepage limit
+        // (CRI-O then fails every container; the kubelet sends them anyway).
+        hugepage_sizes: match cgroups.hugetlb {
+            true => machine::read_hugepage_sizes(std::path::Path::new("/sys/kernel/mm/hugepages")),
+            false => Vec::new(),
+        },
         cgroups: crilet::kuberuntime::mapping::NodeCgroups {
             v2: cgroups.unified,
             swap_controller: cgroups.swap_controller,

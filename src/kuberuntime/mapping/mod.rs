@@ -95,6 +95,9 @@ pub struct NodeContext {
     /// The node's hugepage sizes as the hugetlb cgroup names them ("2MB",
     /// "1GB"), in the order the kernel lists `/sys/kernel/mm/hugepages`:
     /// every container gets a limit for each, 0 unless it asks for pages.
+    /// Empty when the node has no hugetlb controller: the kubelet sends the
+    /// limits anyway, and CRI-O's runc then fails every container ("cannot
+    /// set hugetlb limit"); containerd drops them.
     pub hugepage_sizes: Vec<String>,
     /// What the node's cgroups can do, for the swap limit and cgroup v2
     /// settings the kubelet sends.

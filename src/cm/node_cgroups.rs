@@ -1,24 +1,41 @@
 //! The node's cgroup facts behind the container limits the kubelet sends:
-//! whether the cgroup hierarchy is v2 (unified), and whether a swap limit
-//! can be set (the kubelet's `swapControllerAvailable`,
-//! `pkg/kubelet/kuberuntime/kuberuntime_container_linux.go`).
+//! whether the cgroup hierarchy is v2 (unified), whether a swap limit can
+//! be set (the kubelet's `swapControllerAvailable`,
+//! `pkg/kubelet/kuberuntime/kuberuntime_container_linux.go`), and whether
+//! hugepages can be limited (the hugetlb controller is mounted, or enabled
+//! on v2).
 //!
 //! Invariant: read once at start, as the kubelet reads them; the parse of
 //! `/proc/self/cgroup` is pure.
 
 use std::path::Path;
 
-/// What crilet found: cgroup v2, and a swap controller.
+/// What crilet found: cgroup v2, a swap controller, a hugetlb controller.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CgroupFacts {
     pub unified: bool,
     pub swap_controller: bool,
+    /// runc sets a hugepage limit only through it: without it every
+    /// container with one fails ("cannot set hugetlb limit").
+    pub hugetlb: bool,
 }
 
 /// Reads the facts under `root` (`/sys/fs/cgroup`) with crilet's own
 /// cgroup as `proc_self_cgroup` (the text of `/proc/self/cgroup`) gives it.
 pub fn read_cgroup_facts(root: &Path, proc_self_cgroup: &str) -> CgroupFacts {
-    let unified = root.join("cgroup.controllers").exists();
+    let controllers = std::fs::read_to_string(root.join("cgroup.controllers"));
+    let unified = controllers.is_ok();
+    let hugetlb = match &controllers {
+        Ok(list) => list.split_whitespace().any(|c| c == "hugetlb"),
+        Err(_) => root.join("hugetlb").is_dir(),
+    };
+    CgroupFacts {
+        hugetlb,
+        ..swap_facts(root, unified, proc_self_cgroup)
+    }
+}
+
+fn swap_facts(root: &Path, unified: bool, proc_self_cgroup: &str) -> CgroupFacts {
     // cgroup v1 keeps memory+swap in the memory hierarchy's root; v2 has no
     // swap file in its root, so the kubelet looks in its own cgroup.
     let swap_file = if unified {
@@ -29,7 +46,7 @@ pub fn read_cgroup_facts(root: &Path, proc_self_cgroup: &str) -> CgroupFacts {
             None => {
                 return CgroupFacts {
                     unified,
-                    swap_controller: false,
+                    ..CgroupFacts::default()
                 };
             }
         }
@@ -39,6 +56,7 @@ pub fn read_cgroup_facts(root: &Path, proc_self_cgroup: &str) -> CgroupFacts {
     CgroupFacts {
         unified,
         swap_controller: swap_file.exists(),
+        hugetlb: false,
     }
 }
 
@@ -69,9 +87,13 @@ mod tests {
             read_cgroup_facts(root.path(), self_cgroup),
             CgroupFacts {
                 unified: false,
-                swap_controller: true
+                swap_controller: true,
+                hugetlb: false,
             }
         );
+        // hugetlb counts only when its hierarchy is mounted.
+        std::fs::create_dir_all(root.path().join("hugetlb")).unwrap();
+        assert!(read_cgroup_facts(root.path(), self_cgroup).hugetlb);
     }
 
     #[test]
@@ -89,6 +111,9 @@ mod tests {
         // No v2 line to find the own cgroup by: no swap controller.
         let odd = read_cgroup_facts(root.path(), "garbage");
         assert_eq!((odd.unified, odd.swap_controller), (true, false));
+        assert!(!with.hugetlb, "not among the controllers");
+        std::fs::write(root.path().join("cgroup.controllers"), "cpu hugetlb memory").unwrap();
+        assert!(read_cgroup_facts(root.path(), self_cgroup).hugetlb);
     }
 
     #[test]
