@@ -239,7 +239,9 @@ fn the_image_user_fills_in_run_as_user() {
             .map(|c| c.security.unwrap())
             .map(|s| (s.run_as_user, s.run_as_username))
     };
-    let rows: [(Value, Option<ImageUser>, (Option<i64>, &str)); 8] = [
+    // (securityContext, the image's user, run_as_user and run_as_username sent)
+    type Row<'a> = (Value, Option<ImageUser<'a>>, (Option<i64>, &'a str));
+    let rows: [Row; 8] = [
         (json!({}), None, (None, "")),
         (
             json!({}),
