@@ -13,7 +13,7 @@ use crate::agent::*;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-fn crictl(args: &[&str]) -> String {
+pub fn crictl(args: &[&str]) -> String {
     let bin = std::env::var("CRILET_CRICTL").unwrap_or_else(|_| {
         panic!(
             "CRILET_CRICTL is not set: these tests run the operator's crictl. \
@@ -40,7 +40,7 @@ fn crictl(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn crictl_json(args: &[&str]) -> Value {
+pub fn crictl_json(args: &[&str]) -> Value {
     let text = crictl(args);
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("crictl {args:?}: {e}: {text}"))
 }

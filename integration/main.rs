@@ -20,6 +20,7 @@ mod bad_endpoint;
 mod cli;
 mod cli_debug;
 mod cri;
+mod cri_config;
 mod crictl;
 mod events;
 mod gc;

@@ -272,6 +272,11 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
             crilet::logs::symlinks::link_existing(runtime.as_ref(), &dirs).await;
         }
     });
+    let (capacity, allocatable) = settings.node_resources();
+    let cgroups = crilet::cm::node_cgroups::read_cgroup_facts(
+        std::path::Path::new(CGROUP_ROOT),
+        &std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default(),
+    );
     let node = NodeContext {
         node_name,
         root_dir: settings.root_dir.clone(),
@@ -284,6 +289,21 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         oom_score_adj_floor: settings
             .restrict_oom_score_adj
             .then(machine::read_own_oom_score_adj),
+        // Without the hugetlb controller runc cannot apply a hugepage limit
+        // (CRI-O then fails every container; the kubelet sends them anyway).
+        hugepage_sizes: match cgroups.hugetlb {
+            true => machine::read_hugepage_sizes(std::path::Path::new("/sys/kernel/mm/hugepages")),
+            false => Vec::new(),
+        },
+        cgroups: crilet::kuberuntime::mapping::NodeCgroups {
+            v2: cgroups.unified,
+            swap_controller: cgroups.swap_controller,
+        },
+        allocatable: crilet::kuberuntime::mapping::NodeAllocatable {
+            cpu_millicores: allocatable.cpu_millicores,
+            memory_bytes: allocatable.memory_bytes,
+            ephemeral_storage_bytes: allocatable.ephemeral_storage_bytes,
+        },
     };
     // Image GC collects once the runtime answers.
     tokio::spawn(image_gc.clone().run(cancel.clone()));
@@ -351,7 +371,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         Some(client) => {
             let manager = crilet::mirror::manager::MirrorManager {
                 client: Arc::new(client) as Arc<dyn MirrorClient>,
-                node: settings.node_facts(node_ip, node_runtime_version),
+                node: settings.node_facts(node_ip, node_runtime_version, capacity, allocatable),
                 node_name,
                 status_policy: settings.node_status.policy(),
                 node_inputs: crilet::nodestatus::node_sync::NodeInputs {

@@ -268,6 +268,7 @@ mod tests {
             host_ip: "10.0.0.1".into(),
             memory_capacity: 1 << 30,
             oom_score_adj_floor: None,
+            ..Default::default()
         }
     }
 

@@ -132,7 +132,8 @@ pub(super) fn sandbox_config_to(c: &PodSandboxConfig) -> pb::PodSandboxConfig {
                 ..Default::default()
             }),
             sysctls: c.sysctls.clone(),
-            ..Default::default()
+            overhead: c.overhead.as_ref().map(resources_to),
+            resources: c.resources.as_ref().map(resources_to),
         }),
     }
 }
@@ -190,14 +191,19 @@ pub(super) fn sandbox_filter_to(f: &PodSandboxFilter) -> pb::PodSandboxFilter {
     }
 }
 
-/// The image as the pod spec names it. `user_specified_image` carries the
-/// same name, as the kubelet sends it: CRI-O refuses CreateContainer
-/// without it ("user specified image not specified, cannot verify image
-/// signature").
-pub(super) fn image_spec(image: &str) -> pb::ImageSpec {
+/// An image as a request names it, with `user_specified_image` the name
+/// the user gave (`image` itself when none is given). CRI-O refuses
+/// CreateContainer without it ("user specified image not specified, cannot
+/// verify image signature").
+pub(super) fn image_spec(image: &str, user_specified: &str) -> pb::ImageSpec {
+    let user_specified = if user_specified.is_empty() {
+        image
+    } else {
+        user_specified
+    };
     pb::ImageSpec {
         image: image.to_string(),
-        user_specified_image: image.to_string(),
+        user_specified_image: user_specified.to_string(),
         ..Default::default()
     }
 }
@@ -242,17 +248,50 @@ fn resources_to(r: &LinuxContainerResources) -> pb::LinuxContainerResources {
         oom_score_adj: r.oom_score_adj,
         cpuset_cpus: r.cpuset_cpus.clone(),
         cpuset_mems: r.cpuset_mems.clone(),
-        ..Default::default()
+        hugepage_limits: (r.hugepage_limits.iter())
+            .map(|h| pb::HugepageLimit {
+                page_size: h.page_size.clone(),
+                limit: h.limit,
+            })
+            .collect(),
+        unified: (r.unified.iter())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        memory_swap_limit_in_bytes: r.memory_swap_limit_in_bytes,
+    }
+}
+
+fn resources_from(r: pb::LinuxContainerResources) -> LinuxContainerResources {
+    LinuxContainerResources {
+        cpu_period: r.cpu_period,
+        cpu_quota: r.cpu_quota,
+        cpu_shares: r.cpu_shares,
+        memory_limit_in_bytes: r.memory_limit_in_bytes,
+        oom_score_adj: r.oom_score_adj,
+        cpuset_cpus: r.cpuset_cpus,
+        cpuset_mems: r.cpuset_mems,
+        hugepage_limits: (r.hugepage_limits.into_iter())
+            .map(|h| HugepageLimit {
+                page_size: h.page_size,
+                limit: h.limit,
+            })
+            .collect(),
+        unified: r.unified.into_iter().collect(),
+        memory_swap_limit_in_bytes: r.memory_swap_limit_in_bytes,
     }
 }
 
 fn container_security_to(s: &ContainerSecurity) -> pb::LinuxContainerSecurityContext {
     pb::LinuxContainerSecurityContext {
-        capabilities: Some(pb::Capability {
-            add_capabilities: s.capabilities_add.clone(),
-            drop_capabilities: s.capabilities_drop.clone(),
-            ..Default::default()
-        }),
+        // None without capabilities to add or drop, as the kubelet sends
+        // none when the spec sets none.
+        capabilities: (!s.capabilities_add.is_empty() || !s.capabilities_drop.is_empty()).then(
+            || pb::Capability {
+                add_capabilities: s.capabilities_add.clone(),
+                drop_capabilities: s.capabilities_drop.clone(),
+                ..Default::default()
+            },
+        ),
         privileged: s.privileged,
         namespace_options: Some(ns_options_to(&s.namespace_options)),
         run_as_user: int64(s.run_as_user),
@@ -283,7 +322,7 @@ pub(super) fn container_config_to(c: &ContainerConfig) -> pb::ContainerConfig {
             name: c.metadata.name.clone(),
             attempt: c.metadata.attempt,
         }),
-        image: Some(image_spec(&c.image)),
+        image: Some(image_spec(&c.image, &c.user_specified_image)),
         command: c.command.clone(),
         args: c.args.clone(),
         working_dir: c.working_dir.clone(),
@@ -367,6 +406,7 @@ pub(super) fn container_status_from(s: pb::ContainerStatus) -> ContainerStatus {
         annotations: s.annotations,
         mounts: s.mounts.into_iter().map(mount_from).collect(),
         log_path: s.log_path,
+        resources: s.resources.and_then(|r| r.linux).map(resources_from),
     }
 }
 

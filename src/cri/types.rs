@@ -4,7 +4,7 @@
 //! at its boundary, so the core and its fakes never depend on the wire format.
 //! Times are nanoseconds since the Unix epoch, as CRI reports them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Labels and annotations, as CRI carries them.
 pub type Labels = HashMap<String, String>;
@@ -195,6 +195,10 @@ pub struct PodSandboxConfig {
     pub security: SandboxSecurity,
     pub sysctls: HashMap<String, String>,
     pub runtime_handler: String,
+    /// The pod's resources summed over its containers (`linux.resources`).
+    pub resources: Option<LinuxContainerResources>,
+    /// `spec.overhead` as resources (`linux.overhead`); empty without one.
+    pub overhead: Option<LinuxContainerResources>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -271,6 +275,20 @@ pub struct LinuxContainerResources {
     pub oom_score_adj: i64,
     pub cpuset_cpus: String,
     pub cpuset_mems: String,
+    /// One limit per hugepage size of the node, in the node's order.
+    pub hugepage_limits: Vec<HugepageLimit>,
+    /// cgroup v2 files written as they are (`memory.swap.max`, ...).
+    pub unified: BTreeMap<String, String>,
+    /// memory + swap (cgroup v1 `memory.memsw.limit_in_bytes`); 0 is unset.
+    pub memory_swap_limit_in_bytes: i64,
+}
+
+/// The limit of one hugepage size: `page_size` as the kernel's hugetlb
+/// cgroup names it ("2MB", "1GB"), `limit` in bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HugepageLimit {
+    pub page_size: String,
+    pub limit: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -295,7 +313,12 @@ pub struct ContainerSecurity {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ContainerConfig {
     pub metadata: ContainerMetadata,
+    /// The image to run: the kubelet names it by its resolved reference
+    /// (the image ID), so a moved tag does not change a container.
     pub image: String,
+    /// The image as the pod spec names it (CRI `user_specified_image`);
+    /// empty means `image`.
+    pub user_specified_image: String,
     pub command: Vec<String>,
     pub args: Vec<String>,
     pub working_dir: String,
@@ -355,6 +378,8 @@ pub struct ContainerStatus {
     pub annotations: Labels,
     pub mounts: Vec<Mount>,
     pub log_path: String,
+    /// The limits the runtime applied, when it reports them.
+    pub resources: Option<LinuxContainerResources>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

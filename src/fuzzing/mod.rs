@@ -18,8 +18,8 @@ use crate::cri::CgroupDriver;
 use crate::cri::types::DnsConfig;
 use crate::kuberuntime::labels::{ContainerLabels, Labels, PodSandboxLabels};
 use crate::kuberuntime::mapping::{
-    NodeContext, container_config, etc_hosts_file, host_name_and_domain, pod_cgroup_parent,
-    qos_class, sandbox_config,
+    ContainerStart, NodeAllocatable, NodeCgroups, NodeContext, container_config, etc_hosts_file,
+    host_name_and_domain, pod_cgroup_parent, qos_class, sandbox_config,
 };
 use crate::logs::{LogDecoder, LogOptions, TailScanner, ends_logical_line, parse_cri_line};
 
@@ -86,7 +86,13 @@ fn after_source(source: &'static str, pods: Vec<SourcePod>) {
             .flatten()
             .chain(&spec.containers)
         {
-            let _ = container_config(&ctx, pod, container, 0, 0, "10.88.0.2", Some(&hosts));
+            let start = ContainerStart {
+                pod_ip: "10.88.0.2",
+                image_ref: "sha256:0123",
+                etc_hosts: Some(&hosts),
+                ..ContainerStart::default()
+            };
+            let _ = container_config(&ctx, pod, container, &start);
         }
     }
 }
@@ -106,6 +112,13 @@ fn node_context() -> NodeContext {
         host_ip: "192.168.1.10".into(),
         memory_capacity: 8 << 30,
         oom_score_adj_floor: None,
+        hugepage_sizes: vec!["2MB".into(), "1GB".into()],
+        cgroups: NodeCgroups::default(),
+        allocatable: NodeAllocatable {
+            cpu_millicores: 4000,
+            memory_bytes: 8 << 30,
+            ephemeral_storage_bytes: Some(100 << 30),
+        },
     }
 }
 

@@ -38,6 +38,12 @@ pub const TERMINATION_MESSAGE_PATH_ANNOTATION: &str =
 pub const TERMINATION_MESSAGE_POLICY_ANNOTATION: &str =
     "io.kubernetes.container.terminationMessagePolicy";
 /// Annotation holding the pod's termination grace period in seconds.
+/// The container's ports as JSON (the kubelet's `containerPortsLabel`).
+pub const CONTAINER_PORTS_ANNOTATION: &str = "io.kubernetes.container.ports";
+
+/// The container's preStop handler as JSON (`containerPreStopHandlerLabel`).
+pub const CONTAINER_PRESTOP_HANDLER_ANNOTATION: &str = "io.kubernetes.container.preStopHandler";
+
 pub const POD_TERMINATION_GRACE_PERIOD_ANNOTATION: &str =
     "io.kubernetes.pod.terminationGracePeriod";
 /// Annotation holding the pod's deletion grace period in seconds.

@@ -36,7 +36,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::labels::{CONTAINER_RESTART_COUNT_ANNOTATION, ContainerLabels};
-use super::mapping::qos_class;
+use super::mapping::{qos_class, reported_pod_ip};
 use super::phase::{any_app_started, find, spec_of};
 use super::plan::RestartPolicy;
 use super::termination::{cap_message, message_cap};
@@ -105,11 +105,7 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
         .collect();
     let phase = pod_phase(input.pod, &init, &app);
 
-    let host_network = input.pod.spec.as_ref().and_then(|s| s.host_network) == Some(true);
-    let pod_ip = match input.pod_ip {
-        "" if host_network => input.host_ip,
-        ip => ip,
-    };
+    let pod_ip = reported_pod_ip(input.pod, input.pod_ip, input.host_ip);
     let non_empty = |ip: &str| (!ip.is_empty()).then(|| ip.to_string());
     PodStatus {
         phase: Some(phase.to_string()),
@@ -212,7 +208,13 @@ fn container_status(
     };
     K8sContainerStatus {
         name: spec.name.clone(),
-        image: spec.image.clone().unwrap_or_default(),
+        // The runtime's image and reference once a container exists, as
+        // the kubelet reports them: the name it was created from while that
+        // name still points at its image (containerd then names another tag
+        // of it, or its ID), the spec's name before.
+        image: (current.map(|c| c.image.clone()).filter(|i| !i.is_empty()))
+            .or_else(|| spec.image.clone())
+            .unwrap_or_default(),
         image_id: current.map(|c| c.image_ref.clone()).unwrap_or_default(),
         container_id: current.map(cid),
         restart_count: current.map_or(0, restart_count),

@@ -91,6 +91,7 @@ pub(super) fn rc(
         annotations: map(&annotations),
         mounts: vec![],
         log_path: String::new(),
+        resources: None,
     }
 }
 
@@ -194,6 +195,39 @@ fn running_container() {
     assert_eq!(a.image_id, "sha256:a");
     assert_eq!(a.restart_count, 0);
     assert_eq!(a.last_state, None);
+}
+
+/// The image is the runtime's once a container exists, as the kubelet
+/// reports it: measured on containerd 1.6, a tag moved away from the
+/// running image turns `image` into the image's other tag, or its ID.
+#[test]
+fn the_image_is_what_the_runtime_reports() {
+    let with_image = |image: &str| {
+        let mut c = rc("a", 0, Running, 0);
+        c.image = image.into();
+        c
+    };
+    let rows = [
+        ("img-a", "img-a"),
+        (
+            "docker.io/library/busybox:keep",
+            "docker.io/library/busybox:keep",
+        ),
+        ("sha256:14035b6f", "sha256:14035b6f"),
+        // A runtime that names no image: the spec's name.
+        ("", "img-a"),
+    ];
+    for (reported, want) in rows {
+        let s = Case::new(pod("Always", &[], &["a"]), vec![with_image(reported)]).run();
+        assert_eq!(app(&s, "a").image, want, "{reported:?}");
+        assert_eq!(app(&s, "a").image_id, "sha256:a");
+    }
+    // No container yet: the spec's name, no ID.
+    let s = Case::new(pod("Always", &[], &["a"]), vec![]).run();
+    assert_eq!(
+        (app(&s, "a").image.as_str(), app(&s, "a").image_id.as_str()),
+        ("img-a", "")
+    );
 }
 
 #[test]

@@ -190,6 +190,7 @@ fn ctx() -> NodeContext {
         host_ip: "10.0.0.1".into(),
         memory_capacity: 1 << 30,
         oom_score_adj_floor: None,
+        ..Default::default()
     }
 }
 
@@ -245,6 +246,7 @@ fn exited(policy: &str, exit_code: i32) -> ContainerStatus {
             },
         ],
         log_path: "/var/log/pods/default_web_u1/app/5.log".into(),
+        resources: None,
     }
 }
 
@@ -388,9 +390,13 @@ fn message_source_matches_the_mapping() {
     // The mount the mapping makes is the file the reader finds.
     let pod = the_pod();
     let container = &pod.spec.as_ref().unwrap().containers[0];
+    let start = crate::kuberuntime::mapping::ContainerStart {
+        restart_count: 5,
+        attempt: 2,
+        ..Default::default()
+    };
     let config =
-        crate::kuberuntime::mapping::container_config(&ctx(), &pod, container, 5, 2, "", None)
-            .unwrap();
+        crate::kuberuntime::mapping::container_config(&ctx(), &pod, container, &start).unwrap();
     let mut c = exited(TERMINATION_MESSAGE_POLICY_FILE, 1);
     c.labels = config.labels.clone();
     c.annotations = config.annotations.clone();

@@ -153,6 +153,34 @@ pub fn read_hugepages(dir: &std::path::Path) -> Vec<(i64, i64)> {
     out
 }
 
+/// A hugepage size as the hugetlb cgroup names it, from its size in KiB
+/// (runc's naming, which the kubelet sends): `2048` is "2MB", `1048576`
+/// "1GB", below 1 MiB "64KB".
+pub fn hugepage_size_name(kib: i64) -> String {
+    if kib >= 1 << 20 {
+        format!("{}GB", kib >> 20)
+    } else if kib >= 1 << 10 {
+        format!("{}MB", kib >> 10)
+    } else {
+        format!("{kib}KB")
+    }
+}
+
+/// The node's hugepage sizes, named as [`hugepage_size_name`] names them,
+/// in the order the kernel lists `dir` (`/sys/kernel/mm/hugepages`): the
+/// order the kubelet sends its hugepage limits in. Entries that are not
+/// `hugepages-<n>kB` are skipped.
+pub fn read_hugepage_sizes(dir: &std::path::Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| parse_hugepages_dir(e.file_name().to_str()?))
+        .map(hugepage_size_name)
+        .collect()
+}
+
 /// The node's capacity as the kubelet reports it: cores, MemTotal,
 /// `pods` (already worked out from maxPods), the root dir's filesystem
 /// size as ephemeral-storage (when statvfs answers), every hugepage size
@@ -298,6 +326,27 @@ mod tests {
         }
         std::fs::create_dir(dir.path().join("hugepages-64kB")).unwrap(); // no count
         assert_eq!(read_hugepages(dir.path()), [(2048, 3), (1 << 20, 0)]);
+        // Sizes need no count; the order is the directory's, so compare sets.
+        let mut sizes = read_hugepage_sizes(dir.path());
+        sizes.sort();
+        assert_eq!(sizes, ["1GB", "2MB", "64KB"]);
+        std::fs::create_dir(dir.path().join("not-a-size")).unwrap();
+        assert_eq!(read_hugepage_sizes(dir.path()).len(), 3);
+        assert!(read_hugepage_sizes(&dir.path().join("missing")).is_empty());
+    }
+
+    #[test]
+    fn hugepage_sizes_are_named_as_the_hugetlb_cgroup_names_them() {
+        let rows = [
+            (64, "64KB"),
+            (2048, "2MB"),
+            (32768, "32MB"),
+            (1 << 20, "1GB"),
+            (16 << 20, "16GB"),
+        ];
+        for (kib, want) in rows {
+            assert_eq!(hugepage_size_name(kib), want, "{kib} KiB");
+        }
     }
 
     #[test]

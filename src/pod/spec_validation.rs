@@ -6,15 +6,20 @@
 //! Invariant: pure; every problem is added as (field path, message), at
 //! most one per field, and a pod that passes never fails later in the
 //! runtime mapping on these fields (unsupported volume kinds, `valueFrom`
-//! sources and `fieldRef` paths are refused here, at read time, rather than
-//! at every sync).
+//! sources, `fieldRef` paths and `resourceFieldRef` resources and divisors
+//! are refused here, at read time, rather than at every sync). The one
+//! exception is the API server's own: a `resourceFieldRef` naming a
+//! container the pod lacks passes here and fails when the container
+//! starts (CreateContainerConfigError), as under the kubelet.
 
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, PodDNSConfig, PodSecurityContext, PodSpec, SecurityContext, Volume,
+    Container, EnvVar, PodDNSConfig, PodSecurityContext, PodSpec, ResourceFieldSelector,
+    SecurityContext, Volume,
 };
 
 use super::field_validation::{invalid, quantity_problem, unsupported};
 use super::problems::Problems;
+use crate::units::quantity;
 
 /// The dnsPolicy values, sorted as the API server lists them.
 const DNS_POLICIES: [&str; 4] = ["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"];
@@ -36,6 +41,22 @@ const ENV_FIELD_PATHS: [&str; 9] = [
     "status.hostIPs",
     "status.podIP",
     "status.podIPs",
+];
+/// The `resourceFieldRef` resources the API server allows (hugepages
+/// aside), sorted as it lists them.
+const ENV_RESOURCE_FIELDS: [&str; 6] = [
+    "limits.cpu",
+    "limits.ephemeral-storage",
+    "limits.memory",
+    "requests.cpu",
+    "requests.ephemeral-storage",
+    "requests.memory",
+];
+/// The divisors of cpu, in canonical form.
+const CPU_DIVISORS: [&str; 2] = ["1m", "1"];
+/// The divisors of memory, ephemeral storage and hugepages.
+const BYTE_DIVISORS: [&str; 13] = [
+    "1", "1k", "1M", "1G", "1T", "1P", "1E", "1Ki", "1Mi", "1Gi", "1Ti", "1Pi", "1Ei",
 ];
 const PROC_MOUNTS: [&str; 2] = ["Default", "Unmasked"];
 const FS_GROUP_CHANGE_POLICIES: [&str; 2] = ["Always", "OnRootMismatch"];
@@ -274,7 +295,8 @@ fn validate_volume_source(path: &str, volume: &Volume, out: &mut Problems) {
 }
 
 /// Exactly one source; `value` and `valueFrom` not both; then what a static
-/// pod can read: `fieldRef` on the paths the API server allows.
+/// pod can read: `fieldRef` on the paths the API server allows, and
+/// `resourceFieldRef` as the API server checks it.
 fn validate_value_from(field: &str, env: &EnvVar, out: &mut Problems) {
     let Some(from) = &env.value_from else {
         return;
@@ -308,10 +330,11 @@ fn validate_value_from(field: &str, env: &EnvVar, out: &mut Problems) {
                 format!("Forbidden: {NO_API}"),
             ));
         }
-        "resourceFieldRef" => out.push((
-            format!("{field}.resourceFieldRef"),
-            "Forbidden: not supported by crilet".into(),
-        )),
+        "resourceFieldRef" => {
+            if let Some(selector) = &from.resource_field_ref {
+                validate_resource_field_ref(&format!("{field}.resourceFieldRef"), selector, out);
+            }
+        }
         _ => {
             let path = from
                 .field_ref
@@ -327,6 +350,58 @@ fn validate_value_from(field: &str, env: &EnvVar, out: &mut Problems) {
                 out.push((child, problem));
             }
         }
+    }
+}
+
+/// The API server's `validateContainerResourceFieldSelector` for env (no
+/// `containerName` needed) and `validateContainerResourceDivisor`: a
+/// resource of [`ENV_RESOURCE_FIELDS`] or `requests.`/`limits.hugepages-*`,
+/// and a divisor whose canonical form is one the resource allows.
+fn validate_resource_field_ref(field: &str, selector: &ResourceFieldSelector, out: &mut Problems) {
+    let resource = selector.resource.as_str();
+    let hugepages = ["requests.hugepages-", "limits.hugepages-"]
+        .iter()
+        .any(|p| resource.starts_with(p));
+    if resource.is_empty() {
+        out.push((format!("{field}.resource"), "Required value".into()));
+    } else if !ENV_RESOURCE_FIELDS.contains(&resource) && !hugepages {
+        let problem = unsupported(resource, &ENV_RESOURCE_FIELDS);
+        out.push((format!("{field}.resource"), problem));
+    }
+    let Some(divisor) = selector.divisor.as_ref().map(|q| q.0.as_str()) else {
+        return;
+    };
+    let canonical = match quantity::canonical(divisor) {
+        Ok(c) => c,
+        Err(_) => {
+            if let Some(problem) = quantity_problem(divisor) {
+                out.push((format!("{field}.divisor"), problem));
+            }
+            return;
+        }
+    };
+    // An unset divisor is the zero quantity, which the API server skips.
+    if canonical == "0" {
+        return;
+    }
+    let (allowed, what): (&[&str], &str) = match resource {
+        "limits.cpu" | "requests.cpu" => (&CPU_DIVISORS, "the cpu resource"),
+        "limits.memory" | "requests.memory" => (&BYTE_DIVISORS, "the memory resource"),
+        "limits.ephemeral-storage" | "requests.ephemeral-storage" => {
+            (&BYTE_DIVISORS, "the local ephemeral storage resource")
+        }
+        _ if hugepages => (&BYTE_DIVISORS, "the hugepages resource"),
+        _ => return,
+    };
+    if !allowed.contains(&canonical.as_str()) {
+        let why = format!(
+            "only divisor's values {} are supported with {what}",
+            match allowed.len() {
+                2 => "1m and 1".to_string(),
+                _ => allowed.join(", "),
+            }
+        );
+        out.push((format!("{field}.divisor"), invalid(resource, &why)));
     }
 }
 

@@ -13,6 +13,10 @@ fn env(e: Value) -> Value {
     container(json!({"env": [e]}))
 }
 
+fn resource_ref(selector: Value) -> Value {
+    json!({"name": "X", "valueFrom": {"resourceFieldRef": selector}})
+}
+
 fn field_ref(path: &str) -> Value {
     json!({"name": "X", "valueFrom": {"fieldRef": {"fieldPath": path}}})
 }
@@ -266,12 +270,66 @@ fn volume_and_env_source_rows() {
             "spec.containers[0].env[0].valueFrom.configMapKeyRef: Forbidden: static pods cannot use it",
         ),
         (
-            "resourceFieldRef",
-            env(field_ref("status.hostIPs")),
-            env(
-                json!({"name": "X", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}}),
-            ),
-            "spec.containers[0].env[0].valueFrom.resourceFieldRef: Forbidden: not supported by crilet",
+            "resourceFieldRef resource",
+            env(resource_ref(json!({"resource": "limits.cpu"}))),
+            env(resource_ref(json!({"resource": "limits.pods"}))),
+            "spec.containers[0].env[0].valueFrom.resourceFieldRef.resource: Unsupported value: \"limits.pods\": supported values: \"limits.cpu\", \"limits.ephemeral-storage\", \"limits.memory\", \"requests.cpu\", \"requests.ephemeral-storage\", \"requests.memory\"",
+        ),
+        (
+            "resourceFieldRef resource required",
+            env(resource_ref(json!({"resource": "requests.hugepages-2Mi"}))),
+            env(resource_ref(json!({"resource": ""}))),
+            "spec.containers[0].env[0].valueFrom.resourceFieldRef.resource: Required value",
+        ),
+        (
+            "cpu divisor",
+            env(resource_ref(
+                json!({"resource": "limits.cpu", "divisor": "1000m"}),
+            )),
+            env(resource_ref(
+                json!({"resource": "limits.cpu", "divisor": "10m"}),
+            )),
+            "spec.containers[0].env[0].valueFrom.resourceFieldRef.divisor: Invalid value: \"limits.cpu\": only divisor's values 1m and 1 are supported with the cpu resource",
+        ),
+        (
+            "memory divisor",
+            env(resource_ref(
+                json!({"resource": "requests.memory", "divisor": "1024Ki"}),
+            )),
+            env(resource_ref(
+                json!({"resource": "requests.memory", "divisor": "1024"}),
+            )),
+            "spec.containers[0].env[0].valueFrom.resourceFieldRef.divisor: Invalid value: \"requests.memory\": only divisor's values 1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, 1Ti, 1Pi, 1Ei are supported with the memory resource",
+        ),
+        (
+            "ephemeral-storage divisor",
+            env(resource_ref(
+                json!({"resource": "limits.ephemeral-storage", "divisor": "1G"}),
+            )),
+            env(resource_ref(
+                json!({"resource": "limits.ephemeral-storage", "divisor": "1m"}),
+            )),
+            "spec.containers[0].env[0].valueFrom.resourceFieldRef.divisor: Invalid value: \"limits.ephemeral-storage\": only divisor's values 1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, 1Ti, 1Pi, 1Ei are supported with the local ephemeral storage resource",
+        ),
+        (
+            "hugepages divisor",
+            env(resource_ref(
+                json!({"resource": "limits.hugepages-1Gi", "divisor": "0"}),
+            )),
+            env(resource_ref(
+                json!({"resource": "limits.hugepages-1Gi", "divisor": "2Mi"}),
+            )),
+            "spec.containers[0].env[0].valueFrom.resourceFieldRef.divisor: Invalid value: \"limits.hugepages-1Gi\": only divisor's values 1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, 1Ti, 1Pi, 1Ei are supported with the hugepages resource",
+        ),
+        (
+            "divisor quantity",
+            env(resource_ref(
+                json!({"resource": "limits.memory", "divisor": "1Mi"}),
+            )),
+            env(resource_ref(
+                json!({"resource": "limits.memory", "divisor": "1x"}),
+            )),
+            "spec.containers[0].env[0].valueFrom.resourceFieldRef.divisor: Invalid value: \"1x\": quantities must match",
         ),
         (
             "fieldRef path",

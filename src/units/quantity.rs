@@ -184,20 +184,80 @@ pub fn format_milli_value(milli: i64, format: Format) -> String {
     format_decimal(i128::from(milli), -3)
 }
 
+/// `Quantity.String()` of `text` once parsed: its canonical form in the
+/// format its suffix picks, as the API server compares it with fixed lists
+/// (a `resourceFieldRef` divisor's): `1000m` is `1`, `1024Ki` is `1Mi`,
+/// `1024` stays `1024`, `1000e0` is `1e3`. A binary amount that is not a
+/// whole number of at least 1024 prints in decimal, as Go does; precision
+/// finer than a nano is rounded up to it, as Go's parse rounds.
+pub fn canonical(text: &str) -> Result<String, String> {
+    let q = parse(text)?;
+    let unsigned = text.trim_start_matches(['+', '-']);
+    let number_len = unsigned
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(unsigned.len());
+    let suffix = &unsigned[number_len..];
+    if q.significand == 0 {
+        return Ok("0".into());
+    }
+    if suffix.ends_with('i') {
+        if let Some(v) = q.exact_value().filter(|v| v.unsigned_abs() >= 1024) {
+            return Ok(format_binary(v));
+        }
+    }
+    let too_large = || format!("{text:?} is too large to print");
+    let mut magnitude = (q.significand)
+        .checked_mul(1u128.checked_shl(q.exp2).ok_or_else(too_large)?)
+        .ok_or_else(too_large)?;
+    let mut exp10 = q.exp10;
+    if exp10 < -9 {
+        magnitude = match 10u128.checked_pow((-9 - exp10) as u32) {
+            Some(divisor) => magnitude.div_ceil(divisor),
+            None => 1,
+        };
+        exp10 = -9;
+    }
+    let mantissa = i128::try_from(magnitude).map_err(|_| too_large())?;
+    let mantissa = if q.negative { -mantissa } else { mantissa };
+    let exp10 = i32::try_from(exp10).map_err(|_| too_large())?;
+    // `E` alone is exa, a decimal suffix; `e3`/`E3` is an exponent.
+    Ok(if suffix.len() > 1 && suffix.starts_with(['e', 'E']) {
+        format_exponent(mantissa, exp10)
+    } else {
+        format_decimal(mantissa, exp10)
+    })
+}
+
+/// `mantissa × 10^exp10` in apimachinery's `DecimalExponent` form: the
+/// exponent a multiple of three, written `e3`, none for `e0`.
+fn format_exponent(mantissa: i128, exp10: i32) -> String {
+    let (m, e) = normalize(mantissa, exp10);
+    if e == 0 {
+        format!("{m}")
+    } else {
+        format!("{m}e{e}")
+    }
+}
+
+/// Trailing zeros into the exponent, then the exponent lowered to a
+/// multiple of three.
+fn normalize(mantissa: i128, exp10: i32) -> (i128, i32) {
+    let (mut m, mut e) = (mantissa, exp10);
+    while m != 0 && m % 10 == 0 {
+        m /= 10;
+        e += 1;
+    }
+    let down = e.rem_euclid(3);
+    (m * 10i128.pow(down as u32), e - down)
+}
+
 /// `mantissa × 10^exp10` with the exponent lowered to a multiple of three
 /// and its SI suffix (`AsCanonicalBytes` + `constructBytes`).
 fn format_decimal(mantissa: i128, exp10: i32) -> String {
     if mantissa == 0 {
         return "0".into();
     }
-    let (mut m, mut e) = (mantissa, exp10);
-    while m % 10 == 0 {
-        m /= 10;
-        e += 1;
-    }
-    let down = e.rem_euclid(3);
-    m *= 10i128.pow(down as u32);
-    e -= down;
+    let (m, e) = normalize(mantissa, exp10);
     let suffix = match e {
         -9 => "n".to_string(),
         -6 => "u".into(),
@@ -359,6 +419,43 @@ mod tests {
                 "{value}m {format:?}"
             );
         }
+    }
+
+    #[test]
+    fn canonical_forms_are_apimachinery_strings() {
+        let rows: &[(&str, &str)] = &[
+            ("1", "1"),
+            ("1000m", "1"),
+            ("0.001", "1m"),
+            ("1m", "1m"),
+            ("0.5m", "500u"),
+            ("1k", "1k"),
+            ("1000", "1k"),
+            ("1024", "1024"),
+            ("1Ki", "1Ki"),
+            ("1024Ki", "1Mi"),
+            ("0.5Ki", "512"),
+            ("1.5Ki", "1536"),
+            ("1500Ki", "1500Ki"),
+            ("1Mi", "1Mi"),
+            ("1e3", "1e3"),
+            ("1000e0", "1e3"),
+            ("1e0", "1"),
+            ("1E", "1E"),
+            ("0", "0"),
+            ("0Mi", "0"),
+            ("-1", "-1"),
+            ("+1Gi", "1Gi"),
+            ("1e-12", "1e-9"),
+            ("0.0000000001", "1n"),
+            ("2", "2"),
+            ("1.0", "1"),
+        ];
+        for &(text, want) in rows {
+            assert_eq!(canonical(text).as_deref(), Ok(want), "{text}");
+        }
+        assert!(canonical("1x").is_err());
+        assert!(canonical("").is_err());
     }
 
     proptest! {

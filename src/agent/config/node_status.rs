@@ -17,7 +17,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{ConfigError, ConfigFile, RunArgs, file_duration};
-use crate::nodestatus::allocatable::{DEFAULT_MAX_PODS, Reservation, ReservationError};
+use crate::nodestatus::allocatable::{
+    DEFAULT_MAX_PODS, NodeResources, Reservation, ReservationError,
+};
 use crate::nodestatus::eviction::{self, Threshold};
 use crate::nodestatus::pressure::DEFAULT_PRESSURE_TRANSITION_PERIOD;
 use crate::units::parse_duration;
@@ -265,15 +267,9 @@ impl NodeStatusSettings {
 }
 
 impl super::Settings {
-    /// What the Node reports of itself: its IP, runtime, OS, the kubelet
-    /// server's port (0 with `--port 0`: where the API server sends logs,
-    /// exec, attach and port-forward), capacity and allocatable, read from
-    /// this machine now.
-    pub fn node_facts(
-        &self,
-        ip: String,
-        runtime_version: String,
-    ) -> crate::nodestatus::node_sync::NodeFacts {
+    /// The Node's capacity and allocatable, read from this machine now:
+    /// what it reports, and what a `resourceFieldRef` falls back to.
+    pub fn node_resources(&self) -> (NodeResources, NodeResources) {
         use crate::nodestatus::allocatable::{node_allocatable, pods_capacity};
         use crate::nodestatus::machine;
         let ns = &self.node_status;
@@ -285,11 +281,25 @@ impl super::Settings {
             &ns.system_reserved,
             &ns.eviction_hard,
         );
+        (capacity, allocatable)
+    }
+
+    /// What the Node reports of itself: its IP, runtime, OS, the kubelet
+    /// server's port (0 with `--port 0`: where the API server sends logs,
+    /// exec, attach and port-forward), capacity and allocatable
+    /// ([`Self::node_resources`]).
+    pub fn node_facts(
+        &self,
+        ip: String,
+        runtime_version: String,
+        capacity: NodeResources,
+        allocatable: NodeResources,
+    ) -> crate::nodestatus::node_sync::NodeFacts {
         crate::nodestatus::node_sync::NodeFacts {
             name: String::new(),
             ip,
             runtime_version,
-            system: machine::read_node_system(),
+            system: crate::nodestatus::machine::read_node_system(),
             kubelet_port: self.kubelet_server.port,
             capacity,
             allocatable,

@@ -116,52 +116,56 @@ impl Worker {
         };
         let pod_ip = pod_ips.first().cloned().unwrap_or_default();
         let now = now_nanos();
-        if let Err((reason, message)) = self
+        let image = match self
             .ensure_image(pod, &container, &sandbox_config, now)
             .await
         {
-            // The kubelet's "Error: <err>": for an image, the error is the
-            // waiting reason itself.
-            let event = kubelet_events::failed(image_outcome(&reason), &reason);
-            self.ctx.container_event(pod, name, event);
-            self.waiting.insert(
-                name.to_string(),
-                WaitingReason {
-                    reason,
-                    message: message.clone(),
-                },
-            );
-            return Err(RuntimeError::Refused {
-                op: "PullImage",
-                message,
-            });
-        }
+            Ok(image) => image,
+            Err((reason, message)) => {
+                // The kubelet's "Error: <err>": for an image, the error is the
+                // waiting reason itself.
+                let event = kubelet_events::failed(image_outcome(&reason), &reason);
+                self.ctx.container_event(pod, name, event);
+                self.waiting.insert(
+                    name.to_string(),
+                    WaitingReason {
+                        reason,
+                        message: message.clone(),
+                    },
+                );
+                return Err(RuntimeError::Refused {
+                    op: "PullImage",
+                    message,
+                });
+            }
+        };
         let hosts_file = match write_hosts_file(&self.ctx.node, pod, &container, &pod_ips) {
             Ok(file) => file,
             Err(e) => return Err(self.config_error(pod, name, e.to_string())),
         };
-        let config = mapping::container_config(
-            &self.ctx.node,
-            pod,
-            &container,
+        let start = mapping::ContainerStart {
             restart_count,
             attempt,
-            &pod_ip,
-            hosts_file.as_deref(),
-        )
-        .map_err(|e| {
-            let message = e.to_string();
-            let event = kubelet_events::failed(CREATE_CONTAINER_CONFIG_ERROR, &message);
-            self.ctx.container_event(pod, name, event);
-            self.waiting.insert(
-                name.to_string(),
-                WaitingReason {
-                    reason: CREATE_CONTAINER_CONFIG_ERROR.into(),
-                    message,
-                },
-            );
-            refused(e)
-        })?;
+            pod_ip: &pod_ip,
+            image_ref: &image.id,
+            image_user: (image.user.as_ref())
+                .map(|(uid, name)| mapping::ImageUser::from_status(*uid, name)),
+            etc_hosts: hosts_file.as_deref(),
+        };
+        let config =
+            mapping::container_config(&self.ctx.node, pod, &container, &start).map_err(|e| {
+                let message = e.to_string();
+                let event = kubelet_events::failed(CREATE_CONTAINER_CONFIG_ERROR, &message);
+                self.ctx.container_event(pod, name, event);
+                self.waiting.insert(
+                    name.to_string(),
+                    WaitingReason {
+                        reason: CREATE_CONTAINER_CONFIG_ERROR.into(),
+                        message,
+                    },
+                );
+                refused(e)
+            })?;
         // The kubelet makes <pod log dir>/<container> before CreateContainer:
         // containerd creates it itself, CRI-O's conmon does not and fails
         // with "Failed to open log file".
@@ -251,14 +255,15 @@ impl Worker {
     }
 
     /// Pulls per the container's policy, recording the kubelet's image
-    /// events on the container. Err is (reason, message) for the status.
+    /// events on the container. Ok is the image as the runtime resolved it;
+    /// Err is (reason, message) for the status.
     pub(super) async fn ensure_image(
         &mut self,
         pod: &Pod,
         container: &Container,
         sandbox: &crate::cri::PodSandboxConfig,
         now: i64,
-    ) -> Result<(), (String, String)> {
+    ) -> Result<ResolvedImage, (String, String)> {
         let rt = self.ctx.runtime.clone();
         let image = container.image.clone().unwrap_or_default();
         let ctx = self.ctx.clone();
@@ -269,15 +274,18 @@ impl Worker {
             .unwrap_or("IfNotPresent");
         if policy != "Always" {
             let present = match rt.image_status(&image).await {
-                Ok(status) => status.is_some(),
+                Ok(status) => status,
                 Err(e) => {
                     record(kubelet_events::failed_to_inspect(&image, &e.to_string()));
                     return Err(("ErrImageInspect".to_string(), e.to_string()));
                 }
             };
-            if present {
+            if let Some(found) = present {
                 record(kubelet_events::already_present(&image));
-                return Ok(());
+                return Ok(ResolvedImage {
+                    id: found.id,
+                    user: Some((found.uid, found.username)),
+                });
             }
             if policy == "Never" {
                 record(kubelet_events::never_pull(&image));
@@ -313,14 +321,16 @@ impl Worker {
                 tracing::info!(image, image_ref, "pulled image");
                 // Waiters share the leader's pull: its time is theirs.
                 let took = asked.elapsed();
-                let size = match rt.image_status(&image_ref).await {
-                    Ok(Some(i)) => i.size,
-                    _ => 0,
-                };
+                let status = rt.image_status(&image_ref).await.ok().flatten();
+                let size = status.as_ref().map_or(0, |i| i.size);
                 record(kubelet_events::pulled(&image, took, took, size));
                 self.pull_failures.remove(&container.name);
                 self.backoff.reset(&key);
-                Ok(())
+                // Run what the pull resolved to, whatever ImageStatus says.
+                Ok(ResolvedImage {
+                    id: image_ref,
+                    user: status.map(|i| (i.uid, i.username)),
+                })
             }
             Err(e) => {
                 self.backoff.next(&key, now);
@@ -332,6 +342,15 @@ impl Worker {
             }
         }
     }
+}
+
+/// The image a container is created from, as the runtime resolved it.
+pub(super) struct ResolvedImage {
+    /// ImageStatus's ID, or the reference PullImage returned.
+    pub id: String,
+    /// The image's (uid, user name) from ImageStatus; `None` when it did
+    /// not answer.
+    pub user: Option<(Option<i64>, String)>,
 }
 
 const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";

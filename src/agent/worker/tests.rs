@@ -59,6 +59,7 @@ pub(crate) fn test_context(
             host_ip: "10.0.0.1".into(),
             memory_capacity: 1 << 30,
             oom_score_adj_floor: None,
+            ..Default::default()
         },
         statuses: StatusCache::default(),
         status_changed: watch::channel(()).0,
@@ -338,4 +339,22 @@ async fn a_started_container_is_linked_and_the_link_goes_with_it() {
         .await
         .unwrap();
     assert!(app_state(&w).running.is_some());
+}
+
+#[tokio::test]
+async fn containers_are_created_from_the_image_id() {
+    // The kubelet runs the image ImageStatus resolved, so a tag moved
+    // later does not change what a restart runs.
+    let root = tempfile::tempdir().unwrap();
+    let rt = fake();
+    let mut w = worker(rt.clone(), root.path());
+    let pod = pod(serde_json::json!({}), serde_json::json!([]));
+    w.sync(&pod).await.unwrap();
+    let list = rt
+        .list_containers(&ContainerFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].image, "sha256:busybox");
+    assert_eq!(list[0].image_ref, "sha256:busybox");
 }

@@ -391,7 +391,7 @@ impl Runtime for CriRuntime {
             self,
             "ImageStatus",
             images.image_status(pb::ImageStatusRequest {
-                image: Some(image_spec(image)),
+                image: Some(image_spec(image, "")),
                 verbose: false,
             })
         )?;
@@ -408,7 +408,7 @@ impl Runtime for CriRuntime {
         let t = self.options.image_pull_timeout;
         let req = self.request(
             pb::PullImageRequest {
-                image: Some(image_spec(image)),
+                image: Some(image_spec(image, "")),
                 auth: auth.map(auth_to),
                 sandbox_config: sandbox.map(sandbox_config_to),
             },
@@ -429,7 +429,7 @@ impl Runtime for CriRuntime {
             self,
             "RemoveImage",
             images.remove_image(pb::RemoveImageRequest {
-                image: Some(image_spec(image)),
+                image: Some(image_spec(image, "")),
             })
         )?;
         Ok(())

@@ -286,6 +286,8 @@ impl Runtime for FakeRuntime {
             annotations: c.config.annotations.clone(),
             mounts: c.config.mounts.clone(),
             log_path: c.config.log_path.clone(),
+            // As CRI-O reports them: what the container was created with.
+            resources: c.config.resources.clone(),
         })
     }
 

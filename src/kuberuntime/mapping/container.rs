@@ -1,13 +1,58 @@
-//! One container's config for CreateContainer: image, command, env,
-//! mounts (the volumes', then the managed hosts file's, then the
-//! termination-message file's), log path,
-//! resources and security, with the kubelet's labels.
+//! One container's config for CreateContainer: image (the resolved ID,
+//! with the spec's name beside it), command, env, mounts (the volumes',
+//! then the managed hosts file's, then the termination-message file's),
+//! log path, resources and security, with the kubelet's labels and
+//! annotations.
 //! Part of `mapping`.
 //!
 //! Invariant: pure, like the rest of the mapping.
 
+use super::annotations::{ports_annotation, pre_stop_annotation};
 use super::*;
+use crate::kuberuntime::labels::{
+    CONTAINER_PORTS_ANNOTATION, CONTAINER_PRESTOP_HANDLER_ANNOTATION,
+};
 use crate::volume::etc_hosts::ETC_HOSTS_PATH;
+
+/// One container instance's facts besides its spec, gathered by the worker.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ContainerStart<'a> {
+    pub restart_count: u32,
+    pub attempt: u32,
+    /// The sandbox's IP as the runtime reports it (empty for host network).
+    pub pod_ip: &'a str,
+    /// The image as the runtime resolved it: ImageStatus's ID, or what
+    /// PullImage returned. The container is created from it, as the
+    /// kubelet does, so that a tag moved later does not change it; empty
+    /// means the spec's name.
+    pub image_ref: &'a str,
+    /// Who the image runs as, from ImageStatus; `None` when not known
+    /// (then the runtime picks the image's user and `runAsNonRoot` is
+    /// checked only against an explicit `runAsUser`).
+    pub image_user: Option<ImageUser<'a>>,
+    /// The pod's managed hosts file, when this container gets it
+    /// (`volume::etc_hosts`), mounted at /etc/hosts.
+    pub etc_hosts: Option<&'a Path>,
+}
+
+/// The user an image runs as, as the kubelet's `getImageUser` reads
+/// ImageStatus: a numeric uid, else a user name; an image that gives
+/// neither runs as root (uid 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageUser<'a> {
+    Uid(i64),
+    Name(&'a str),
+}
+
+impl<'a> ImageUser<'a> {
+    pub fn from_status(uid: Option<i64>, username: &'a str) -> Self {
+        match (uid, username) {
+            (Some(uid), _) => ImageUser::Uid(uid),
+            (None, "") => ImageUser::Uid(0),
+            (None, name) => ImageUser::Name(name),
+        }
+    }
+}
 
 /// `etc_hosts` is the pod's managed hosts file when this container gets
 /// it (the worker decides, as the kubelet's `makeMounts`, and writes it).
@@ -15,17 +60,22 @@ pub fn container_config(
     ctx: &NodeContext,
     pod: &Pod,
     container: &Container,
-    restart_count: u32,
-    attempt: u32,
-    pod_ip: &str,
-    etc_hosts: Option<&Path>,
+    start: &ContainerStart,
 ) -> Result<ContainerConfig, MappingError> {
+    let ContainerStart {
+        restart_count,
+        attempt,
+        pod_ip,
+        image_ref,
+        image_user,
+        etc_hosts,
+    } = *start;
     let field = container_field(pod, &container.name);
     let envs = environment(ctx, pod, container, pod_ip, &field)?;
     let expand_all = |list: &Option<Vec<String>>| -> Vec<String> {
         list.iter().flatten().map(|s| expand(s, &envs)).collect()
     };
-    let security = container_security(ctx, pod, container, &field)?;
+    let security = container_security(ctx, pod, container, &field, image_user)?;
     let labels = ContainerLabels {
         pod_name: name(pod).to_owned(),
         pod_namespace: namespace(pod).to_owned(),
@@ -42,22 +92,34 @@ pub fn container_config(
         termination_grace_period: spec(pod).termination_grace_period_seconds,
         deletion_grace_period: pod.metadata.deletion_grace_period_seconds,
     };
+    let mut annotations = labels.to_annotations();
+    if let Some(ports) = ports_annotation(container) {
+        annotations.insert(CONTAINER_PORTS_ANNOTATION.to_owned(), ports);
+    }
+    if let Some(handler) = pre_stop_annotation(container) {
+        annotations.insert(CONTAINER_PRESTOP_HANDLER_ANNOTATION.to_owned(), handler);
+    }
     let mut all_mounts = mounts(ctx, pod, container, &envs, security.privileged, &field)?;
     all_mounts.extend(etc_hosts.map(etc_hosts_mount));
     all_mounts.extend(termination_message_mount(ctx, pod, container, attempt));
+    let spec_image = container.image.clone().unwrap_or_default();
     Ok(ContainerConfig {
         metadata: ContainerMetadata {
             name: container.name.clone(),
             attempt,
         },
-        image: container.image.clone().unwrap_or_default(),
+        image: match image_ref {
+            "" => spec_image.clone(),
+            resolved => resolved.to_owned(),
+        },
+        user_specified_image: spec_image,
         command: expand_all(&container.command),
         args: expand_all(&container.args),
         working_dir: container.working_dir.clone().unwrap_or_default(),
         mounts: all_mounts,
         envs,
         labels: labels.to_labels(),
-        annotations: labels.to_annotations(),
+        annotations,
         log_path: container_log_path(&container.name, restart_count),
         stdin: container.stdin.unwrap_or(false),
         stdin_once: container.stdin_once.unwrap_or(false),

@@ -2,8 +2,11 @@
 //! `units::expansion`) and
 //! the downward API, hostPath and emptyDir mounts. Part of `mapping`.
 //!
-//! Invariant: pure, like the rest of the mapping.
+//! Invariant: pure, like the rest of the mapping. `status.podIP` and
+//! `status.podIPs` read the pod IP crilet reports in the pod's status
+//! ([`reported_pod_ip`]), for every network mode.
 
+use super::downward::resource_field_value;
 use super::*;
 use crate::units::expansion::expand;
 
@@ -28,7 +31,7 @@ pub(super) fn environment(
         let value = match (&var.value_from, non_empty(&var.value)) {
             (Some(src), None) => {
                 let field = format!("{field}.env{{{}}}.valueFrom", var.name);
-                value_from(ctx, pod, src, pod_ip, &field)?
+                value_from(ctx, pod, c, src, pod_ip, &field)?
             }
             (_, value) => expand(value.unwrap_or(""), &out),
         };
@@ -40,9 +43,12 @@ pub(super) fn environment(
     Ok(out)
 }
 
+/// One `valueFrom`; `pod_ip` is the sandbox's IP as the runtime reports
+/// it (empty for host network).
 pub(super) fn value_from(
     ctx: &NodeContext,
     pod: &Pod,
+    c: &Container,
     src: &EnvVarSource,
     pod_ip: &str,
     field: &str,
@@ -54,12 +60,9 @@ pub(super) fn value_from(
     if src.secret_key_ref.is_some() {
         return Err(unsupported(pod, format!("{field}.secretKeyRef"), no_api));
     }
-    if src.resource_field_ref.is_some() {
-        return Err(unsupported(
-            pod,
-            format!("{field}.resourceFieldRef"),
-            "not implemented",
-        ));
+    if let Some(selector) = &src.resource_field_ref {
+        let field = format!("{field}.resourceFieldRef");
+        return resource_field_value(ctx, pod, c, selector, &field);
     }
     let Some(path) = src.field_ref.as_ref().map(|f| f.field_path.as_str()) else {
         return Err(invalid(pod, field, "", "no source set"));
@@ -86,7 +89,7 @@ pub(super) fn value_from(
             .unwrap_or(&ctx.node_name)
             .to_owned(),
         "spec.serviceAccountName" => spec.service_account_name.clone().unwrap_or_default(),
-        "status.podIP" | "status.podIPs" => pod_ip.to_owned(),
+        "status.podIP" | "status.podIPs" => reported_pod_ip(pod, pod_ip, &ctx.host_ip).to_owned(),
         "status.hostIP" | "status.hostIPs" => ctx.host_ip.clone(),
         _ => match (
             subscript("metadata.labels"),

@@ -1,10 +1,10 @@
 use super::security::{DEFAULT_MASKED_PATHS, DEFAULT_READONLY_PATHS};
 use super::*;
 use crate::kuberuntime::labels::{
-    CONTAINER_HASH_ANNOTATION, CONTAINER_NAME_LABEL, CONTAINER_RESTART_COUNT_ANNOTATION,
-    POD_DELETION_GRACE_PERIOD_ANNOTATION, POD_NAME_LABEL, POD_NAMESPACE_LABEL,
-    POD_TERMINATION_GRACE_PERIOD_ANNOTATION, POD_UID_LABEL, TERMINATION_MESSAGE_PATH_ANNOTATION,
-    TERMINATION_MESSAGE_POLICY_ANNOTATION,
+    CONTAINER_HASH_ANNOTATION, CONTAINER_NAME_LABEL, CONTAINER_PORTS_ANNOTATION,
+    CONTAINER_RESTART_COUNT_ANNOTATION, POD_DELETION_GRACE_PERIOD_ANNOTATION, POD_NAME_LABEL,
+    POD_NAMESPACE_LABEL, POD_TERMINATION_GRACE_PERIOD_ANNOTATION, POD_UID_LABEL,
+    TERMINATION_MESSAGE_PATH_ANNOTATION, TERMINATION_MESSAGE_POLICY_ANNOTATION,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -27,6 +27,19 @@ fn ctx() -> NodeContext {
         host_ip: "192.168.1.10".into(),
         memory_capacity: 8 * GIB,
         oom_score_adj_floor: None,
+        ..Default::default()
+    }
+}
+
+/// An instance's start facts, the image left as the spec names it.
+fn at(restart_count: u32, attempt: u32, pod_ip: &str) -> ContainerStart<'_> {
+    ContainerStart {
+        restart_count,
+        attempt,
+        pod_ip,
+        image_ref: "",
+        image_user: None,
+        etc_hosts: None,
     }
 }
 
@@ -61,7 +74,7 @@ fn app(p: &Pod) -> &Container {
 }
 
 fn map_app(p: &Pod) -> Result<ContainerConfig, MappingError> {
-    container_config(&ctx(), p, app(p), 0, 0, "10.88.0.5", None)
+    container_config(&ctx(), p, app(p), &at(0, 0, "10.88.0.5"))
 }
 
 fn resources_of(req: Value, lim: Value) -> Value {
@@ -468,8 +481,15 @@ fn sandbox_port_mappings() {
         host_ip: host_ip.into(),
     };
     let rows = [
-        (json!([{"containerPort": 80}]), vec![]),
-        (json!([{"containerPort": 80, "hostPort": 0}]), vec![]),
+        // Every port is listed, with or without a hostPort.
+        (
+            json!([{"containerPort": 80}]),
+            vec![mapping(Protocol::Tcp, 80, 0, "")],
+        ),
+        (
+            json!([{"containerPort": 80, "hostPort": 0}]),
+            vec![mapping(Protocol::Tcp, 80, 0, "")],
+        ),
         (
             json!([{"containerPort": 80, "hostPort": 8080}]),
             vec![mapping(Protocol::Tcp, 80, 8080, "")],
@@ -547,8 +567,10 @@ fn sandbox_security() {
         ipc,
         target_id: String::new(),
     };
+    // The pause container runs RuntimeDefault whatever the pod sets.
     let base = SandboxSecurity {
         namespace_options: ns(Pod, Container, Pod),
+        seccomp: Some(SecurityProfile::RuntimeDefault),
         ..Default::default()
     };
     let rows = [
@@ -606,20 +628,12 @@ fn sandbox_security() {
         (
             json!({"securityContext": {"seccompProfile": {"type": "Unconfined"}}}),
             json!({}),
-            SandboxSecurity {
-                seccomp: Some(SecurityProfile::Unconfined),
-                ..base.clone()
-            },
+            base.clone(),
         ),
         (
             json!({"securityContext": {"seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/audit.json"}}}),
             json!({}),
-            SandboxSecurity {
-                seccomp: Some(SecurityProfile::Localhost(
-                    "/var/lib/crilet/seccomp/profiles/audit.json".into(),
-                )),
-                ..base.clone()
-            },
+            base.clone(),
         ),
     ];
     for (spec_extra, container, want) in rows {
@@ -767,8 +781,8 @@ fn container_env() {
             "spec.containers{app}.env{X}.valueFrom.secretKeyRef",
         ),
         (
-            json!({"env": [{"name": "X", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}}]}),
-            "spec.containers{app}.env{X}.valueFrom.resourceFieldRef",
+            json!({"env": [{"name": "X", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu", "containerName": "nope"}}}]}),
+            "spec.containers{app}.env{X}.valueFrom.resourceFieldRef.containerName",
         ),
         (
             json!({"env": [{"name": "X", "valueFrom": field_ref("metadata.generateName")}]}),
@@ -967,7 +981,11 @@ fn etc_hosts_mount_comes_after_the_volumes_and_before_the_termination_file() {
         json!({"volumes": [{"name": "data", "emptyDir": {}}]}),
     );
     let hosts = PathBuf::from("/var/lib/crilet/pods/u/etc-hosts");
-    let got = container_config(&ctx(), &p, app(&p), 0, 0, "10.0.0.2", Some(&hosts)).unwrap();
+    let with_hosts = ContainerStart {
+        etc_hosts: Some(&hosts),
+        ..at(0, 0, "10.0.0.2")
+    };
+    let got = container_config(&ctx(), &p, app(&p), &with_hosts).unwrap();
     let paths: Vec<&str> = got
         .mounts
         .iter()
@@ -985,7 +1003,7 @@ fn etc_hosts_mount_comes_after_the_volumes_and_before_the_termination_file() {
         }
     );
     // Without a file (the worker decided the container gets none): no mount.
-    let none = container_config(&ctx(), &p, app(&p), 0, 0, "10.0.0.2", None).unwrap();
+    let none = container_config(&ctx(), &p, app(&p), &at(0, 0, "10.0.0.2")).unwrap();
     assert!(none.mounts.iter().all(|m| m.container_path != "/etc/hosts"));
     // The file is not part of the spec hash.
     assert_eq!(
@@ -1033,7 +1051,7 @@ fn termination_message_mount() {
     let termination_mounts = |container: Value, restart_count: u32, attempt: u32| {
         let p = pod_one(container, json!({}));
         let config =
-            container_config(&ctx(), &p, app(&p), restart_count, attempt, "", None).unwrap();
+            container_config(&ctx(), &p, app(&p), &at(restart_count, attempt, "")).unwrap();
         let hash = config.annotations[CONTAINER_HASH_ANNOTATION].clone();
         let mounts: Vec<Mount> = config
             .mounts
@@ -1095,18 +1113,18 @@ fn container_resources() {
     };
     let gi = GIB as i64;
     let rows = [
-        ("nothing", json!({}), json!({}), res(2, 0, 0, 0, 1000)),
+        ("nothing", json!({}), json!({}), res(2, 100_000, 0, 0, 1000)),
         (
             "cpu request",
             json!({"cpu": "100m"}),
             json!({}),
-            res(102, 0, 0, 0, 999),
+            res(102, 100_000, 0, 0, 999),
         ),
         (
             "tiny cpu request",
             json!({"cpu": "1m"}),
             json!({}),
-            res(2, 0, 0, 0, 999),
+            res(2, 100_000, 0, 0, 999),
         ),
         (
             "cpu limit only",
@@ -1118,7 +1136,8 @@ fn container_resources() {
             "zero request, limit",
             json!({"cpu": "0"}),
             json!({"cpu": "2"}),
-            res(2048, 100_000, 200_000, 0, 999),
+            // A request that is set, even to 0, gives the shares.
+            res(2, 100_000, 200_000, 0, 999),
         ),
         (
             "tiny limit",
@@ -1130,7 +1149,7 @@ fn container_resources() {
             "huge cpu",
             json!({"cpu": "1000"}),
             json!({}),
-            res(262_144, 0, 0, 0, 999),
+            res(262_144, 100_000, 0, 0, 999),
         ),
         (
             "guaranteed",
@@ -1142,31 +1161,31 @@ fn container_resources() {
             "burstable 1Gi of 8Gi",
             json!({"memory": "1Gi"}),
             json!({"memory": "2Gi"}),
-            res(2, 0, 0, 2 * gi, 875),
+            res(2, 100_000, 0, 2 * gi, 875),
         ),
         (
             "burstable whole node",
             json!({"memory": "8Gi"}),
             json!({}),
-            res(2, 0, 0, 0, 3),
+            res(2, 100_000, 0, 0, 3),
         ),
         (
             "burstable over node",
             json!({"memory": "16Gi"}),
             json!({}),
-            res(2, 0, 0, 0, 3),
+            res(2, 100_000, 0, 0, 3),
         ),
         (
             "burstable tiny memory",
             json!({"memory": "1"}),
             json!({}),
-            res(2, 0, 0, 0, 999),
+            res(2, 100_000, 0, 0, 999),
         ),
         (
             "memory limit in G",
             json!({"cpu": "1"}),
             json!({"memory": "1.5G"}),
-            res(1024, 0, 0, 1_500_000_000, 826),
+            res(1024, 100_000, 0, 1_500_000_000, 826),
         ),
     ];
     for (what, req, lim, want) in rows {
@@ -1178,7 +1197,7 @@ fn container_resources() {
         ..ctx()
     };
     let p = pod_one(resources_of(json!({"memory": "1Gi"}), json!({})), json!({}));
-    let got = container_config(&no_capacity, &p, app(&p), 0, 0, "", None).unwrap();
+    let got = container_config(&no_capacity, &p, app(&p), &at(0, 0, "")).unwrap();
     assert_eq!(got.resources.unwrap().oom_score_adj, 999);
     let critical = pod_one(
         json!({}),
@@ -1200,7 +1219,7 @@ fn container_resources() {
             oom_score_adj_floor: Some(floor),
             ..ctx()
         };
-        let got = container_config(&restricted, pod, app(pod), 0, 0, "", None).unwrap();
+        let got = container_config(&restricted, pod, app(pod), &at(0, 0, "")).unwrap();
         assert_eq!(got.resources.unwrap().oom_score_adj, want, "floor {floor}");
     }
 
@@ -1255,6 +1274,8 @@ fn container_security_context() {
         },
         masked_paths: masked.clone(),
         readonly_paths: readonly.clone(),
+        // No profile anywhere: Unconfined, sent explicitly.
+        seccomp: Some(SecurityProfile::Unconfined),
         ..Default::default()
     };
     let rows = [
@@ -1278,10 +1299,9 @@ fn container_security_context() {
         (
             json!({"privileged": true}),
             json!({}),
+            // The lists are sent for a privileged container too.
             ContainerSecurity {
                 privileged: true,
-                masked_paths: vec![],
-                readonly_paths: vec![],
                 ..base.clone()
             },
         ),
@@ -1434,7 +1454,7 @@ fn container_identity_labels_and_flags() {
             s[k] = v.clone();
         }
         let p = pod_with(meta, s);
-        let got = container_config(&ctx(), &p, app(&p), 7, 2, "", None).unwrap();
+        let got = container_config(&ctx(), &p, app(&p), &at(7, 2, "")).unwrap();
         assert_eq!(
             got.metadata,
             ContainerMetadata {
@@ -1557,17 +1577,32 @@ fn exact_output_for_host_network_busybox() {
                 ipc: NamespaceMode::Pod,
                 target_id: String::new(),
             },
+            seccomp: Some(SecurityProfile::RuntimeDefault),
             ..Default::default()
         },
         sysctls: HashMap::new(),
         runtime_handler: String::new(),
+        resources: Some(LinuxContainerResources {
+            cpu_period: 100_000,
+            cpu_quota: 50_000,
+            cpu_shares: 102,
+            memory_limit_in_bytes: 128 << 20,
+            ..Default::default()
+        }),
+        overhead: Some(LinuxContainerResources::default()),
     };
     assert_eq!(sandbox, want_sandbox);
 
-    // A host-network pod: its containers get the managed hosts file.
+    // A host-network pod: its containers get the managed hosts file, and
+    // the image by its ID.
     let hosts = etc_hosts_file(&ctx(), UID);
-    let first = &spec(&p).containers[0];
-    let container = container_config(&ctx(), &p, first, 0, 0, "", Some(&hosts)).unwrap();
+    let image_id = "sha256:14035b6f41faf2b8ad1ad2998f0801cfc5876250df972d5d1c2a4ac3a5412a2d";
+    let start = ContainerStart {
+        image_ref: image_id,
+        etc_hosts: Some(&hosts),
+        ..at(0, 0, "")
+    };
+    let container = container_config(&ctx(), &p, &spec(&p).containers[0], &start).unwrap();
     let hash = container_hash(&spec(&p).containers[0]);
     // Pinned: a change here means every running container restarts on upgrade.
     assert_eq!(format!("{hash:x}"), "27e56ae684b0a7c2");
@@ -1576,7 +1611,8 @@ fn exact_output_for_host_network_busybox() {
             name: "hello".into(),
             attempt: 0,
         },
-        image: "docker.io/library/busybox:latest".into(),
+        image: image_id.into(),
+        user_specified_image: "docker.io/library/busybox:latest".into(),
         command: strings(&["sh", "-c", "echo hi from node-1; sleep 3600"]),
         args: vec![],
         working_dir: String::new(),
@@ -1621,6 +1657,10 @@ fn exact_output_for_host_network_busybox() {
             (TERMINATION_MESSAGE_PATH_ANNOTATION, "/dev/termination-log"),
             (TERMINATION_MESSAGE_POLICY_ANNOTATION, "File"),
             (POD_TERMINATION_GRACE_PERIOD_ANNOTATION, "5"),
+            (
+                CONTAINER_PORTS_ANNOTATION,
+                r#"[{"hostPort":8080,"containerPort":8080}]"#,
+            ),
         ]),
         log_path: "hello/0.log".into(),
         stdin: false,
@@ -1634,11 +1674,15 @@ fn exact_output_for_host_network_busybox() {
             oom_score_adj: 993,
             cpuset_cpus: String::new(),
             cpuset_mems: String::new(),
+            hugepage_limits: vec![],
+            unified: Default::default(),
+            memory_swap_limit_in_bytes: 0,
         }),
         security: Some(ContainerSecurity {
             namespace_options: want_sandbox.security.namespace_options.clone(),
             masked_paths: strings(&DEFAULT_MASKED_PATHS),
             readonly_paths: strings(&DEFAULT_READONLY_PATHS),
+            seccomp: Some(SecurityProfile::Unconfined),
             ..Default::default()
         }),
     };

@@ -24,14 +24,17 @@
 //! - a cluster DNS: crilet has none, so ClusterFirst and
 //!   ClusterFirstWithHostNet fall back to the node's resolver, as the
 //!   kubelet does when started without `--cluster-dns`;
-//! - service-link environment variables, and the image-user check behind
-//!   `runAsNonRoot` (only an explicit `runAsUser: 0` is refused);
+//! - service-link environment variables;
 //! - hostPath `type` checks (the worker runs them before the sandbox, see
 //!   `volume::hostpath`), and creating subPath directories. emptyDir
 //!   `medium: Memory` and `sizeLimit` are not honoured (a plain directory).
 
+mod annotations;
 mod container;
+mod downward;
 mod env;
+mod pod_resources;
+mod ports;
 pub use crate::units::quantity;
 mod resources;
 mod sandbox;
@@ -47,7 +50,8 @@ use security::{
     SECCOMP_PROFILE, container_security, is_privileged, seccomp_spec, security_profile,
 };
 
-pub use container::container_config;
+pub use container::{ContainerStart, ImageUser, container_config};
+pub use resources::hugepage_unit_size;
 pub use sandbox::{host_name_and_domain, sandbox_config, wants_cluster_dns};
 
 use std::collections::{BTreeMap, HashMap};
@@ -70,7 +74,7 @@ use crate::cri::types::{
 use crate::pod::{full_name, name, namespace, uid};
 
 /// What the mapping needs to know about the node (gathered by the caller).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeContext {
     pub node_name: String,
     /// `--root-dir`: emptyDirs go to
@@ -93,6 +97,39 @@ pub struct NodeContext {
     /// `--restrict-oom-score-adj`: no container gets an oom_score_adj
     /// below this (crilet's own score).
     pub oom_score_adj_floor: Option<i64>,
+    /// The node's hugepage sizes as the hugetlb cgroup names them ("2MB",
+    /// "1GB"), in the order the kernel lists `/sys/kernel/mm/hugepages`:
+    /// every container gets a limit for each, 0 unless it asks for pages.
+    /// Empty when the node has no hugetlb controller: the kubelet sends the
+    /// limits anyway, and CRI-O's runc then fails every container ("cannot
+    /// set hugetlb limit"); containerd drops them.
+    pub hugepage_sizes: Vec<String>,
+    /// What the node's cgroups can do, for the swap limit and cgroup v2
+    /// settings the kubelet sends.
+    pub cgroups: NodeCgroups,
+    /// The Node's allocatable, which a `resourceFieldRef` reads when the
+    /// container sets no limit.
+    pub allocatable: NodeAllocatable,
+}
+
+/// The node's cgroup facts the kubelet reads once at start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeCgroups {
+    /// cgroup v2 (the unified hierarchy) rather than v1.
+    pub v2: bool,
+    /// A swap limit can be set: v1 `memory.memsw.limit_in_bytes`, or v2
+    /// `memory.swap.max` in crilet's own cgroup.
+    pub swap_controller: bool,
+}
+
+/// The Node's allocatable cpu, memory and ephemeral storage, as
+/// `status.allocatable` reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeAllocatable {
+    pub cpu_millicores: i64,
+    pub memory_bytes: i64,
+    /// `None` when the Node reports no ephemeral-storage.
+    pub ephemeral_storage_bytes: Option<i64>,
 }
 
 /// Why a pod cannot be mapped; each names the pod full name and the field.
@@ -298,6 +335,19 @@ pub fn termination_grace_period(pod: &Pod) -> i64 {
         .unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS)
 }
 
+/// The pod IP crilet reports in `status.podIP`, and what `status.podIP`
+/// reads in the environment: the sandbox's IP, or for a host-network pod
+/// (whose sandbox has none) the node's IP. The kubelet gives such a pod
+/// the node's IPs in status only when it has an API server, and its env
+/// reads the runtime's IP on a container's first start; crilet keeps the
+/// two equal.
+pub fn reported_pod_ip<'a>(pod: &Pod, sandbox_ip: &'a str, host_ip: &'a str) -> &'a str {
+    match sandbox_ip {
+        "" if spec(pod).host_network == Some(true) => host_ip,
+        ip => ip,
+    }
+}
+
 fn spec(pod: &Pod) -> &PodSpec {
     static EMPTY: LazyLock<PodSpec> = LazyLock::new(PodSpec::default);
     pod.spec.as_ref().unwrap_or(&EMPTY)
@@ -343,3 +393,15 @@ fn invalid(pod: &Pod, field: impl Into<String>, value: &str, reason: &str) -> Ma
 #[cfg(test)]
 #[path = "mapping_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "parity_tests.rs"]
+mod parity_tests;
+
+#[cfg(test)]
+#[path = "downward_tests.rs"]
+mod downward_tests;
+
+#[cfg(test)]
+#[path = "annotations_tests.rs"]
+mod annotations_tests;

@@ -1,8 +1,11 @@
 //! The sandbox config for RunPodSandbox: metadata, hostname, DNS, ports,
-//! namespaces, the pod cgroup and the pod-level security. Part of `mapping`.
+//! namespaces, the pod cgroup, the pod-level resources and security. Part
+//! of `mapping`.
 //!
 //! Invariant: pure, like the rest of the mapping.
 
+use super::pod_resources::{sandbox_overhead, sandbox_resources};
+use super::ports::port_mappings;
 use super::*;
 
 pub(super) const MAX_HOSTNAME_LEN: usize = 63;
@@ -33,7 +36,17 @@ pub fn sandbox_config(
         pod_labels: pod.metadata.labels.clone().unwrap_or_default(),
         pod_annotations: pod.metadata.annotations.clone().unwrap_or_default(),
     };
-    let seccomp = seccomp_spec(&psc.seccomp_profile);
+    // The pause container runs RuntimeDefault whatever the pod asks (so
+    // that a pod can run a stricter profile than the sandbox needs); the
+    // pod's own profile is still checked here, before anything is made.
+    security_profile(
+        ctx,
+        pod,
+        "",
+        SECCOMP_PROFILE,
+        None,
+        seccomp_spec(&psc.seccomp_profile),
+    )?;
     Ok(PodSandboxConfig {
         metadata: PodSandboxMetadata {
             name: name(pod).to_owned(),
@@ -60,12 +73,14 @@ pub fn sandbox_config(
             run_as_group: psc.run_as_group,
             readonly_rootfs: false,
             supplemental_groups: supplemental_groups(spec),
-            seccomp: security_profile(ctx, pod, "", SECCOMP_PROFILE, None, seccomp)?,
+            seccomp: Some(SecurityProfile::RuntimeDefault),
         },
         sysctls: (psc.sysctls.into_iter().flatten())
             .map(|s| (s.name, s.value))
             .collect::<HashMap<_, _>>(),
         runtime_handler: String::new(),
+        resources: Some(sandbox_resources(ctx, pod)?),
+        overhead: Some(sandbox_overhead(ctx, pod)?),
     })
 }
 
@@ -151,29 +166,6 @@ pub(super) fn dedup(items: Vec<String>) -> Vec<String> {
         }
     }
     out
-}
-
-/// Every port of a (non-init) container that asks for a hostPort.
-pub(super) fn port_mappings(spec: &PodSpec) -> Vec<PortMapping> {
-    let ports = spec
-        .containers
-        .iter()
-        .flat_map(|c| c.ports.iter().flatten());
-    ports
-        .filter_map(|p| {
-            let host_port = p.host_port.filter(|h| *h > 0)?;
-            Some(PortMapping {
-                protocol: match p.protocol.as_deref() {
-                    Some("UDP") => Protocol::Udp,
-                    Some("SCTP") => Protocol::Sctp,
-                    _ => Protocol::Tcp,
-                },
-                container_port: p.container_port,
-                host_port,
-                host_ip: p.host_ip.clone().unwrap_or_default(),
-            })
-        })
-        .collect()
 }
 
 pub(super) fn namespace_options(spec: &PodSpec) -> NamespaceOptions {

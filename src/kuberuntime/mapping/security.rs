@@ -1,18 +1,24 @@
 //! The securityContext: pod and container fields merged, seccomp and
 //! AppArmor profiles, masked and read-only paths. Part of `mapping`.
 //!
-//! Invariant: pure, like the rest of the mapping.
+//! Invariant: pure, like the rest of the mapping. A container always gets
+//! a seccomp profile (Unconfined when neither it nor the pod sets one); the
+//! sandbox always gets RuntimeDefault, whatever the pod sets, as the
+//! kubelet forces on the pause container.
 
+use super::container::ImageUser;
 use super::*;
 
 pub(super) const SECCOMP_PROFILE: &str = "seccompProfile";
 
 pub(super) const APPARMOR_PROFILE: &str = "appArmorProfile";
 
-/// The kubelet's masked and read-only /proc and /sys paths (moby's defaults).
-pub(super) const DEFAULT_MASKED_PATHS: [&str; 11] = [
+/// The kubelet's masked and read-only /proc and /sys paths
+/// (`pkg/securitycontext/util.go`, kept in step with moby's defaults).
+pub(super) const DEFAULT_MASKED_PATHS: [&str; 12] = [
     "/proc/asound",
     "/proc/acpi",
+    "/proc/interrupts",
     "/proc/kcore",
     "/proc/keys",
     "/proc/latency_stats",
@@ -88,25 +94,53 @@ pub(super) fn security_profile(
     Ok(Some(profile))
 }
 
-/// The effective security context: container fields override the pod's.
+/// The effective security context: container fields override the pod's;
+/// without a `runAsUser`, the image's user is sent (its uid, else its user
+/// name), as the kubelet sends it, and `runAsNonRoot` is checked against it
+/// (the kubelet's `verifyRunAsNonRoot`).
 pub(super) fn container_security(
     ctx: &NodeContext,
     pod: &Pod,
     c: &Container,
     field: &str,
+    image_user: Option<ImageUser>,
 ) -> Result<ContainerSecurity, MappingError> {
     let spec = spec(pod);
     let psc = spec.security_context.clone().unwrap_or_default();
     let csc = c.security_context.clone().unwrap_or_default();
     let privileged = csc.privileged == Some(true);
-    let run_as_user = csc.run_as_user.or(psc.run_as_user);
-    if csc.run_as_non_root.or(psc.run_as_non_root) == Some(true) && run_as_user == Some(0) {
+    let spec_user = csc.run_as_user.or(psc.run_as_user);
+    let non_root = csc.run_as_non_root.or(psc.run_as_non_root) == Some(true);
+    if non_root && spec_user == Some(0) {
         return Err(invalid(
             pod,
             format!("{field}.securityContext.runAsUser"),
             "0",
             "runAsNonRoot forbids user 0",
         ));
+    }
+    let (run_as_user, run_as_username) = match (spec_user, image_user) {
+        (Some(uid), _) => (Some(uid), String::new()),
+        (None, Some(ImageUser::Uid(uid))) => (Some(uid), String::new()),
+        (None, Some(ImageUser::Name(name))) => (None, name.to_owned()),
+        (None, None) => (None, String::new()),
+    };
+    if non_root && spec_user.is_none() {
+        let non_root_field = format!("{field}.securityContext.runAsNonRoot");
+        match image_user {
+            Some(ImageUser::Uid(0)) => {
+                let reason = "the image runs as root (uid 0) and no runAsUser is set";
+                return Err(invalid(pod, non_root_field, "true", reason));
+            }
+            Some(ImageUser::Name(name)) => {
+                let reason = format!(
+                    "the image runs as the non-numeric user {name:?}, which cannot be \
+                     verified as non-root"
+                );
+                return Err(invalid(pod, non_root_field, "true", &reason));
+            }
+            _ => {}
+        }
     }
     let (c_seccomp, p_seccomp) = (
         seccomp_spec(&csc.seccomp_profile),
@@ -116,8 +150,10 @@ pub(super) fn container_security(
         apparmor_spec(&csc.app_armor_profile),
         apparmor_spec(&psc.app_armor_profile),
     );
-    // Unmasked /proc (procMount) and privileged containers get no masking.
-    let masked = !privileged && csc.proc_mount.as_deref() != Some("Unmasked");
+    // Only an Unmasked /proc (procMount) drops the lists; a privileged
+    // container gets them too, as the kubelet sends them (the runtime
+    // then ignores them).
+    let masked = csc.proc_mount.as_deref() != Some("Unmasked");
     let paths = |list: &[&str]| {
         if masked {
             list.iter().map(|p| p.to_string()).collect()
@@ -133,13 +169,18 @@ pub(super) fn container_security(
         namespace_options: namespace_options(spec),
         run_as_user,
         run_as_group: csc.run_as_group.or(psc.run_as_group),
-        run_as_username: String::new(),
+        run_as_username,
         readonly_rootfs: csc.read_only_root_filesystem == Some(true),
         supplemental_groups: supplemental_groups(spec),
         no_new_privs: csc.allow_privilege_escalation == Some(false),
         masked_paths: paths(&DEFAULT_MASKED_PATHS),
         readonly_paths: paths(&DEFAULT_READONLY_PATHS),
-        seccomp: security_profile(ctx, pod, field, SECCOMP_PROFILE, c_seccomp, p_seccomp)?,
+        // No profile is Unconfined, sent explicitly (the kubelet's
+        // `getSeccompProfile` without `seccompDefault`).
+        seccomp: Some(
+            security_profile(ctx, pod, field, SECCOMP_PROFILE, c_seccomp, p_seccomp)?
+                .unwrap_or(SecurityProfile::Unconfined),
+        ),
         apparmor: security_profile(ctx, pod, field, APPARMOR_PROFILE, c_apparmor, p_apparmor)?,
     })
 }
