@@ -380,7 +380,7 @@ fn message_source_matches_the_mapping() {
     let pod = the_pod();
     let container = &pod.spec.as_ref().unwrap().containers[0];
     let config =
-        crate::kuberuntime::mapping::container_config(&ctx(), &pod, container, 5, 2, "", None)
+        crate::kuberuntime::mapping::container_config(&ctx(), &pod, container, 5, 2, "", None, &[])
             .unwrap();
     let mut c = exited(TERMINATION_MESSAGE_POLICY_FILE, 1);
     c.labels = config.labels.clone();

@@ -1,4 +1,5 @@
-//! One container's config for CreateContainer: image, command, env,
+//! One container's config for CreateContainer: image, command, env (its
+//! own, then the service variables),
 //! mounts (the volumes', then the managed hosts file's, then the
 //! termination-message file's), log path,
 //! resources and security, with the kubelet's labels.
@@ -10,7 +11,11 @@ use super::*;
 use crate::volume::etc_hosts::ETC_HOSTS_PATH;
 
 /// `etc_hosts` is the pod's managed hosts file when this container gets
-/// it (the worker decides, as the kubelet's `makeMounts`, and writes it).
+/// it (the worker decides, as the kubelet's `makeMounts`, and writes it);
+/// `service_env` the pod's service variables ([`service_env`]), empty on a
+/// node without an API server. They are not part of [`container_hash`]: a
+/// changed Service does not restart a container, as with the kubelet.
+#[allow(clippy::too_many_arguments)]
 pub fn container_config(
     ctx: &NodeContext,
     pod: &Pod,
@@ -19,9 +24,10 @@ pub fn container_config(
     attempt: u32,
     pod_ip: &str,
     etc_hosts: Option<&Path>,
+    service_env: &[(String, String)],
 ) -> Result<ContainerConfig, MappingError> {
     let field = container_field(pod, &container.name);
-    let envs = environment(ctx, pod, container, pod_ip, &field)?;
+    let envs = environment(ctx, pod, container, pod_ip, service_env, &field)?;
     let expand_all = |list: &Option<Vec<String>>| -> Vec<String> {
         list.iter().flatten().map(|s| expand(s, &envs)).collect()
     };

@@ -60,7 +60,7 @@ fn app(p: &Pod) -> &Container {
 }
 
 fn map_app(p: &Pod) -> Result<ContainerConfig, MappingError> {
-    container_config(&ctx(), p, app(p), 0, 0, "10.88.0.5", None)
+    container_config(&ctx(), p, app(p), 0, 0, "10.88.0.5", None, &[])
 }
 
 fn resources_of(req: Value, lim: Value) -> Value {
@@ -966,7 +966,7 @@ fn etc_hosts_mount_comes_after_the_volumes_and_before_the_termination_file() {
         json!({"volumes": [{"name": "data", "emptyDir": {}}]}),
     );
     let hosts = PathBuf::from("/var/lib/crilet/pods/u/etc-hosts");
-    let got = container_config(&ctx(), &p, app(&p), 0, 0, "10.0.0.2", Some(&hosts)).unwrap();
+    let got = container_config(&ctx(), &p, app(&p), 0, 0, "10.0.0.2", Some(&hosts), &[]).unwrap();
     let paths: Vec<&str> = got
         .mounts
         .iter()
@@ -984,7 +984,7 @@ fn etc_hosts_mount_comes_after_the_volumes_and_before_the_termination_file() {
         }
     );
     // Without a file (the worker decided the container gets none): no mount.
-    let none = container_config(&ctx(), &p, app(&p), 0, 0, "10.0.0.2", None).unwrap();
+    let none = container_config(&ctx(), &p, app(&p), 0, 0, "10.0.0.2", None, &[]).unwrap();
     assert!(none.mounts.iter().all(|m| m.container_path != "/etc/hosts"));
     // The file is not part of the spec hash.
     assert_eq!(
@@ -1032,7 +1032,7 @@ fn termination_message_mount() {
     let termination_mounts = |container: Value, restart_count: u32, attempt: u32| {
         let p = pod_one(container, json!({}));
         let config =
-            container_config(&ctx(), &p, app(&p), restart_count, attempt, "", None).unwrap();
+            container_config(&ctx(), &p, app(&p), restart_count, attempt, "", None, &[]).unwrap();
         let hash = config.annotations[CONTAINER_HASH_ANNOTATION].clone();
         let mounts: Vec<Mount> = config
             .mounts
@@ -1177,7 +1177,7 @@ fn container_resources() {
         ..ctx()
     };
     let p = pod_one(resources_of(json!({"memory": "1Gi"}), json!({})), json!({}));
-    let got = container_config(&no_capacity, &p, app(&p), 0, 0, "", None).unwrap();
+    let got = container_config(&no_capacity, &p, app(&p), 0, 0, "", None, &[]).unwrap();
     assert_eq!(got.resources.unwrap().oom_score_adj, 999);
     let critical = pod_one(
         json!({}),
@@ -1199,7 +1199,7 @@ fn container_resources() {
             oom_score_adj_floor: Some(floor),
             ..ctx()
         };
-        let got = container_config(&restricted, pod, app(pod), 0, 0, "", None).unwrap();
+        let got = container_config(&restricted, pod, app(pod), 0, 0, "", None, &[]).unwrap();
         assert_eq!(got.resources.unwrap().oom_score_adj, want, "floor {floor}");
     }
 
@@ -1433,7 +1433,7 @@ fn container_identity_labels_and_flags() {
             s[k] = v.clone();
         }
         let p = pod_with(meta, s);
-        let got = container_config(&ctx(), &p, app(&p), 7, 2, "", None).unwrap();
+        let got = container_config(&ctx(), &p, app(&p), 7, 2, "", None, &[]).unwrap();
         assert_eq!(
             got.metadata,
             ContainerMetadata {
@@ -1566,7 +1566,7 @@ fn exact_output_for_host_network_busybox() {
     // A host-network pod: its containers get the managed hosts file.
     let hosts = etc_hosts_file(&ctx(), UID);
     let first = &spec(&p).containers[0];
-    let container = container_config(&ctx(), &p, first, 0, 0, "", Some(&hosts)).unwrap();
+    let container = container_config(&ctx(), &p, first, 0, 0, "", Some(&hosts), &[]).unwrap();
     let hash = container_hash(&spec(&p).containers[0]);
     // Pinned: a change here means every running container restarts on upgrade.
     assert_eq!(format!("{hash:x}"), "27e56ae684b0a7c2");

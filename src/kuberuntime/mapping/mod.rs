@@ -18,14 +18,19 @@
 //! attempt where the kubelet draws random hex, so the mapping stays pure;
 //! the spec hash does not cover it.
 //!
+//! The Services a container's environment names come from the caller too:
+//! [`service_env`] picks a pod's among those the node knows of and makes
+//! their variables, [`container_config`] appends them to the container's
+//! own env.
+//!
 //! Kubelet behaviour deliberately left out (a pure mapping cannot do it, or
 //! crilet has no use for it):
 //! - RuntimeClass: `runtime_handler` stays empty (the default handler);
 //! - a cluster DNS: crilet has none, so ClusterFirst and
 //!   ClusterFirstWithHostNet fall back to the node's resolver, as the
 //!   kubelet does when started without `--cluster-dns`;
-//! - service-link environment variables, and the image-user check behind
-//!   `runAsNonRoot` (only an explicit `runAsUser: 0` is refused);
+//! - the image-user check behind `runAsNonRoot` (only an explicit
+//!   `runAsUser: 0` is refused);
 //! - hostPath `type` checks (the worker runs them before the sandbox, see
 //!   `volume::hostpath`), and creating subPath directories. emptyDir
 //!   `medium: Memory` and `sizeLimit` are not honoured (a plain directory).
@@ -36,6 +41,7 @@ pub use crate::units::quantity;
 mod resources;
 mod sandbox;
 mod security;
+mod service_env;
 
 pub use crate::logs::layout::container_log_path;
 use crate::logs::layout::pod_log_dir_under;
@@ -49,6 +55,7 @@ use security::{
 
 pub use container::container_config;
 pub use sandbox::{host_name_and_domain, sandbox_config, wants_cluster_dns};
+pub use service_env::service_env;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
