@@ -42,6 +42,7 @@ mod node_admission;
 mod node_status;
 mod probes;
 mod sd_notify;
+mod services;
 mod stats;
 mod stats_api;
 mod support;
