@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 
 use crate::support::eventually;
@@ -244,6 +244,45 @@ impl Lab {
         let ns = pod.metadata.namespace.clone().unwrap_or_default();
         (self.pods(&ns).create(&PostParams::default(), pod).await)
             .unwrap_or_else(|e| panic!("POST pod in {ns}: {e}"))
+    }
+
+    /// Creates namespace `name` unless it exists. Tests keep theirs: with
+    /// no controller-manager, a deleted namespace stays Terminating.
+    pub async fn ensure_namespace(&self, name: &str) {
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let ns: Namespace = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name}
+        }))
+        .unwrap();
+        match namespaces.create(&PostParams::default(), &ns).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => panic!("POST namespace {name}: {e}"),
+        }
+    }
+
+    pub fn services(&self, namespace: &str) -> Api<Service> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// As `kubectl create service`: the Service as stored (with the
+    /// cluster IP the server gave it).
+    pub async fn create_service(&self, service: &Service) -> Service {
+        let ns = service.metadata.namespace.clone().unwrap_or_default();
+        let name = service.metadata.name.clone().unwrap_or_default();
+        (self
+            .services(&ns)
+            .create(&PostParams::default(), service)
+            .await)
+            .unwrap_or_else(|e| panic!("POST service {ns}/{name}: {e}"))
+    }
+
+    /// As `kubectl delete service`; one already gone is ignored.
+    pub async fn delete_service(&self, namespace: &str, name: &str) {
+        let deleted = (self.services(namespace))
+            .delete(name, &DeleteParams::default())
+            .await;
+        ignore_not_found(deleted, "service");
     }
 
     /// As `kubectl label pod NAME key=value`.

@@ -46,6 +46,7 @@ mod node_admission;
 mod node_status;
 mod probes;
 mod sd_notify;
+mod services;
 mod sidecars;
 mod stats;
 mod stats_api;

@@ -333,6 +333,16 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         &node_name,
         cancel.clone(),
     );
+    // The Services, for the containers' service variables: one watch,
+    // started before the first pod so that its list is likely in first.
+    use crilet::kubeapi::service_watch::ServiceLister;
+    let services = match &client {
+        Some(client) => {
+            let client = Arc::new(client.clone()) as Arc<dyn MirrorClient>;
+            ServiceLister::start(client, cancel.clone())
+        }
+        None => ServiceLister::standalone(),
+    };
     let agent = Agent {
         runtime: runtime.clone(),
         statuses,
@@ -346,6 +356,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         probe_recorder: Some(probe_recorder),
         container_events: settings.evented_pleg,
         events: events.clone(),
+        services,
     };
     let runtime_version = format!("{}://{}", version.runtime_name, version.runtime_version);
     let node_runtime_version = crilet::nodestatus::node::container_runtime_version(

@@ -36,6 +36,7 @@ use crate::config::http::UrlSource;
 use crate::config::merge::PodConfig;
 use crate::cri::Runtime;
 use crate::events::recorder::EventRecorder;
+use crate::kubeapi::service_watch::ServiceLister;
 use crate::kuberuntime::mapping::NodeContext;
 use crate::pod::manager::PodManager;
 use crate::pod::view::AgentView;
@@ -80,6 +81,9 @@ pub struct Agent {
     pub container_events: bool,
     /// Where the pods' Kubernetes Events go (a no-op recorder standalone).
     pub events: Arc<dyn EventRecorder>,
+    /// The Services the node knows of, for the containers' service
+    /// variables ([`ServiceLister::standalone`] without an API server).
+    pub services: ServiceLister,
 }
 
 impl Agent {
@@ -139,6 +143,7 @@ impl Agent {
             hooks: handlers,
             image_pulls: Default::default(),
             events: self.events.clone(),
+            services: self.services.clone(),
         });
         // Until the sync loop publishes, readers (the mirror manager, the
         // container GC) see every source unseen and delete nothing.

@@ -19,7 +19,7 @@ use crate::cri::types::DnsConfig;
 use crate::kuberuntime::labels::{ContainerLabels, Labels, PodSandboxLabels};
 use crate::kuberuntime::mapping::{
     ContainerStart, NodeAllocatable, NodeCgroups, NodeContext, container_config, etc_hosts_file,
-    host_name_and_domain, pod_cgroup_parent, qos_class, sandbox_config,
+    host_name_and_domain, pod_cgroup_parent, qos_class, sandbox_config, service_env,
 };
 use crate::logs::{LogDecoder, LogOptions, TailScanner, ends_logical_line, parse_cri_line};
 
@@ -80,6 +80,10 @@ fn after_source(source: &'static str, pods: Vec<SourcePod>) {
         let spec = pod.spec.as_ref().expect("validated pods have a spec");
         let hosts = etc_hosts_file(&ctx, pod.metadata.uid.as_deref().unwrap_or_default());
         let _ = host_name_and_domain(pod);
+        // The master Service and one of the pod's namespace, as a node on
+        // an API server sees them: the manifest's env merges with theirs.
+        let services = services_of(pod.metadata.namespace.as_deref().unwrap_or("default"));
+        let service_env = service_env(pod, &services);
         for container in spec
             .init_containers
             .iter()
@@ -90,11 +94,28 @@ fn after_source(source: &'static str, pods: Vec<SourcePod>) {
                 pod_ip: "10.88.0.2",
                 image_ref: "sha256:0123",
                 etc_hosts: Some(&hosts),
+                service_env: &service_env,
                 ..ContainerStart::default()
             };
             let _ = container_config(&ctx, pod, container, &start);
         }
     }
+}
+
+fn services_of(namespace: &str) -> Vec<k8s_openapi::api::core::v1::Service> {
+    let service = |ns: &str, name: &str, ip: &str| {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": ns, "name": name},
+            "spec": {"clusterIP": ip, "ports": [
+                {"name": "https", "port": 443, "protocol": "TCP"},
+                {"name": "dns", "port": 53, "protocol": "UDP"}]}
+        }))
+        .expect("a Service")
+    };
+    vec![
+        service("default", "kubernetes", "10.96.0.1"),
+        service(namespace, "web-front", "fd00::10"),
+    ]
 }
 
 fn node_context() -> NodeContext {

@@ -1,5 +1,6 @@
 //! The API server, as crilet needs it: the Node, its Lease, mirror pods and
-//! their status, and a watch of the pods bound to this node.
+//! their status, a watch of the pods bound to this node, and a watch of the
+//! Services (for the containers' service environment variables).
 //!
 //! Invariant: the rest of crilet sees only `MirrorClient`; kube-rs types stay
 //! here (and in `kube_events.rs` and `kube_events_core.rs`, the Events over
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod};
+use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::{WatchStreamExt, utils::Backoff, watcher};
 use serde_json::Value;
@@ -28,8 +29,9 @@ pub enum MirrorError {
     },
     #[error("kubeconfig {path}: {message}")]
     Config { path: String, message: String },
-    #[error("watching the pods bound to this node: {message}")]
-    Watch { message: String },
+    /// `what` names the watch, e.g. "watching the pods bound to this node".
+    #[error("{what}: {message}")]
+    Watch { what: &'static str, message: String },
 }
 
 impl MirrorError {
@@ -103,6 +105,8 @@ pub enum WatchEvent<K> {
 pub type PodEvent = WatchEvent<Pod>;
 /// What the watch of this node's own Node reports.
 pub type NodeEvent = WatchEvent<Node>;
+/// What the watch of the Services reports.
+pub type ServiceEvent = WatchEvent<Service>;
 
 #[async_trait::async_trait]
 pub trait MirrorClient: Send + Sync {
@@ -133,7 +137,16 @@ pub trait MirrorClient: Send + Sync {
     /// that its Node was deleted, as the kubelet's node informer does,
     /// without reading the Node every pass.
     fn watch_node(&self, name: &str) -> BoxStream<'static, Result<NodeEvent>>;
+    /// The Services of every namespace that have a cluster IP (the
+    /// `spec.clusterIP!=None` field selector of the kubelet's service
+    /// informer: headless Services give no variables), as a list then
+    /// changes; reconnects on its own. One watch for the whole node, as
+    /// the kubelet's, however many pods it runs.
+    fn watch_services(&self) -> BoxStream<'static, Result<ServiceEvent>>;
 }
+
+/// The field selector of the Service watch, the kubelet's.
+pub const SERVICE_FIELD_SELECTOR: &str = "spec.clusterIP!=None";
 
 /// How long crilet waits for the API server to send anything on a request
 /// (the next bytes of an answer): a server that hangs fails the request
@@ -157,12 +170,25 @@ pub const WATCH_TIMEOUT_SECONDS: u32 = 450;
 /// for it, so every other request keeps [`READ_TIMEOUT`].
 pub const WATCH_READ_TIMEOUT: Duration = Duration::from_secs(WATCH_TIMEOUT_SECONDS as u64 + 30);
 
+/// How long the server keeps one watch of the Services open: 15 minutes.
+/// Services change rarely and a watch the server ends resumes from its
+/// resourceVersion, losing nothing, so a longer watch than the pods' and
+/// the Node's costs nothing but requests saved: this third watch adds one
+/// request per 900 s to an idle node (docs/footprint.md).
+pub const SERVICE_WATCH_TIMEOUT_SECONDS: u32 = 900;
+
+/// [`WATCH_READ_TIMEOUT`] for the Service watch.
+pub const SERVICE_WATCH_READ_TIMEOUT: Duration =
+    Duration::from_secs(SERVICE_WATCH_TIMEOUT_SECONDS as u64 + 30);
+
 /// `MirrorClient` over kube-rs.
 #[derive(Clone)]
 pub struct KubeMirrorClient {
     client: kube::Client,
     /// The same server and credentials, with [`WATCH_READ_TIMEOUT`].
     watch_client: kube::Client,
+    /// The same, with [`SERVICE_WATCH_READ_TIMEOUT`].
+    service_watch_client: kube::Client,
 }
 
 fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> MirrorError {
@@ -239,7 +265,8 @@ impl KubeMirrorClient {
         };
         Ok(KubeMirrorClient {
             client: build(config.clone(), READ_TIMEOUT)?,
-            watch_client: build(config, WATCH_READ_TIMEOUT)?,
+            watch_client: build(config.clone(), WATCH_READ_TIMEOUT)?,
+            service_watch_client: build(config, SERVICE_WATCH_READ_TIMEOUT)?,
         })
     }
 
@@ -406,9 +433,12 @@ impl MirrorClient for KubeMirrorClient {
         let config = watcher::Config::default()
             .fields(&format!("spec.nodeName={node}"))
             .timeout(WATCH_TIMEOUT_SECONDS);
-        watch_events(watcher::watcher(pods, config))
-            .backoff(WatchBackoff::default())
-            .boxed()
+        watch_events(
+            "watching the pods bound to this node",
+            watcher::watcher(pods, config),
+        )
+        .backoff(WatchBackoff::default())
+        .boxed()
     }
 
     fn watch_node(&self, name: &str) -> BoxStream<'static, Result<NodeEvent>> {
@@ -416,7 +446,17 @@ impl MirrorClient for KubeMirrorClient {
         let config = watcher::Config::default()
             .fields(&format!("metadata.name={name}"))
             .timeout(WATCH_TIMEOUT_SECONDS);
-        watch_events(watcher::watcher(nodes, config))
+        watch_events("watching this node's Node", watcher::watcher(nodes, config))
+            .backoff(WatchBackoff::default())
+            .boxed()
+    }
+
+    fn watch_services(&self) -> BoxStream<'static, Result<ServiceEvent>> {
+        let services: Api<Service> = Api::all(self.service_watch_client.clone());
+        let config = watcher::Config::default()
+            .fields(SERVICE_FIELD_SELECTOR)
+            .timeout(SERVICE_WATCH_TIMEOUT_SECONDS);
+        watch_events("watching the Services", watcher::watcher(services, config))
             .backoff(WatchBackoff::default())
             .boxed()
     }
@@ -429,6 +469,7 @@ impl MirrorClient for KubeMirrorClient {
 /// retried every 500 ms for ever. Here only real progress (a completed list,
 /// a change) resets it.
 fn watch_events<K: Send + 'static>(
+    what: &'static str,
     events: impl futures::Stream<Item = std::result::Result<watcher::Event<K>, watcher::Error>>
     + Send
     + 'static,
@@ -450,6 +491,7 @@ fn watch_events<K: Send + 'static>(
             Ok(watcher::Event::Apply(p)) => Some(Ok(WatchEvent::Applied(p))),
             Ok(watcher::Event::Delete(p)) => Some(Ok(WatchEvent::Deleted(p))),
             Err(e) => Some(Err(MirrorError::Watch {
+                what,
                 message: describe_watch(&e),
             })),
         };

@@ -52,7 +52,8 @@ fn pod(name: &str) -> Pod {
 /// milliseconds at which it came.
 async fn timed(events: Vec<WatcherItem>, take: usize) -> Vec<(u128, String)> {
     let start = tokio::time::Instant::now();
-    let stream = watch_events(futures::stream::iter(events)).backoff(WatchBackoff::default());
+    let stream =
+        watch_events("watching", futures::stream::iter(events)).backoff(WatchBackoff::default());
     stream
         .take(take)
         .map(|item| {

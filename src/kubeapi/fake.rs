@@ -1,7 +1,7 @@
 //! An in-memory `MirrorClient` that records calls, for unit tests of the
 //! mirror driver. Invariant: no I/O; uids are `uid-<n>`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 
 use futures::stream::{BoxStream, StreamExt};
@@ -9,7 +9,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod};
 use serde_json::Value;
 
-use super::client::{MirrorClient, MirrorError, NodeEvent, PodEvent, Result};
+use super::client::{MirrorClient, MirrorError, NodeEvent, PodEvent, Result, ServiceEvent};
 use super::strategic_merge;
 
 #[derive(Debug, Default)]
@@ -30,7 +30,12 @@ pub struct FakeMirrorClient {
     /// The receiving end of [`FakeMirrorClient::node_events`], taken by
     /// the first `watch_node`.
     node_events: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<NodeEvent>>>,
+    /// The Service watches [`FakeMirrorClient::service_watch`] prepared,
+    /// each taken by one `watch_services`, in order.
+    service_watches: Mutex<VecDeque<ServiceWatch>>,
 }
+
+type ServiceWatch = tokio::sync::mpsc::UnboundedReceiver<Result<ServiceEvent>>;
 
 impl FakeMirrorClient {
     pub fn new() -> Self {
@@ -41,6 +46,16 @@ impl FakeMirrorClient {
     pub fn node_events(&self) -> tokio::sync::mpsc::UnboundedSender<NodeEvent> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         *self.node_events.lock().unwrap() = Some(rx);
+        tx
+    }
+
+    /// Prepares the next Service watch: what the sender sends, it reports;
+    /// dropping the sender ends it, as a watch the server dropped (the
+    /// watcher then asks for a new one). A `watch_services` with none
+    /// prepared reports nothing, for ever.
+    pub fn service_watch(&self) -> tokio::sync::mpsc::UnboundedSender<Result<ServiceEvent>> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.service_watches.lock().unwrap().push_back(rx);
         tx
     }
 
@@ -91,6 +106,7 @@ impl FakeMirrorClient {
         if let Some(i) = s.fail.iter().position(|f| *f == op) {
             s.fail.remove(i);
             return Err(MirrorError::Watch {
+                what: "the fake API server",
                 message: format!("{op} {what}: injected failure"),
             });
         }
@@ -240,6 +256,20 @@ impl MirrorClient for FakeMirrorClient {
             Some(rx) => tokio_stream::wrappers::UnboundedReceiverStream::new(rx)
                 .map(Ok)
                 .boxed(),
+            None => futures::stream::pending().boxed(),
+        }
+    }
+
+    /// The next watch [`FakeMirrorClient::service_watch`] prepared.
+    fn watch_services(&self) -> BoxStream<'static, Result<ServiceEvent>> {
+        self.state
+            .lock()
+            .unwrap()
+            .calls
+            .push("watch_services".into());
+        let rx = self.service_watches.lock().unwrap().pop_front();
+        match rx {
+            Some(rx) => tokio_stream::wrappers::UnboundedReceiverStream::new(rx).boxed(),
             None => futures::stream::pending().boxed(),
         }
     }

@@ -1,8 +1,10 @@
 //! The API server adapter, on the ground floor beside `cri`: the
 //! `MirrorClient` trait crilet's subsystems speak (the Node, its Lease, mirror
-//! pods, API pods bound to the node, Events), its kube-rs client, a
-//! recording fake for unit tests, and the strategic merge patches the
-//! status writes are sent as (`strategic_merge`, pure).
+//! pods, API pods bound to the node, Services, Events), its kube-rs client, a
+//! recording fake for unit tests, the strategic merge patches the status
+//! writes are sent as (`strategic_merge`, pure), and the Services the node
+//! knows of (the kubelet's service informer: `service_store`, pure, and its
+//! driver `service_watch`).
 //!
 //! Invariant: imports no subsystem; kube-rs types stay behind the trait's
 //! k8s-openapi objects and `MirrorError`.
@@ -10,4 +12,6 @@
 pub mod client;
 pub mod fake;
 pub mod retry;
+pub mod service_store;
+pub mod service_watch;
 pub mod strategic_merge;

@@ -25,6 +25,7 @@ mod stop;
 use crate::cri::{ContainerState, PodSandboxState, Runtime, RuntimeError};
 use crate::events::kubelet_events;
 use crate::events::recorder::{Event, EventObject, EventRecorder};
+use crate::kubeapi::service_watch::ServiceLister;
 use crate::kuberuntime::backoff::BackOff;
 use crate::kuberuntime::mapping::{self, NodeContext};
 use crate::kuberuntime::observe::Observation;
@@ -83,6 +84,9 @@ pub struct WorkerContext {
     pub image_pulls: crate::images::pulls::PullFlights,
     /// Where the pod's events go (Pulled, Created, Started, Killing, ...).
     pub events: Arc<dyn EventRecorder>,
+    /// The Services the node knows of, for the containers' service
+    /// variables (none on a node without an API server).
+    pub services: ServiceLister,
 }
 
 impl WorkerContext {

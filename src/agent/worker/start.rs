@@ -1,7 +1,7 @@
 //! Starting a pod: its volumes (hostPath checks, emptyDirs given to the
 //! pod's fsGroup) and directories, the sandbox, image pulls (with the pull
-//! back-off) and each container with its managed hosts file and
-//! termination-message file. Part of the pod worker.
+//! back-off) and each container with its managed hosts file,
+//! termination-message file and service variables. Part of the pod worker.
 //!
 //! Invariant: every step acts on the sandbox the sync observed or just
 //! created; failures are returned to the sync, which records and retries.
@@ -143,6 +143,11 @@ impl Worker {
             Ok(file) => file,
             Err(e) => return Err(self.config_error(pod, name, e.to_string())),
         };
+        // As the kubelet, every container instance gets the Services known
+        // when it is created; a later change does not restart it.
+        let services = self.ctx.services.wait_for_first_list().await;
+        let service_env = mapping::service_env(pod, services.services());
+        drop(services);
         let start = mapping::ContainerStart {
             restart_count,
             attempt,
@@ -151,6 +156,7 @@ impl Worker {
             image_user: (image.user.as_ref())
                 .map(|(uid, name)| mapping::ImageUser::from_status(*uid, name)),
             etc_hosts: hosts_file.as_deref(),
+            service_env: &service_env,
         };
         let config =
             mapping::container_config(&self.ctx.node, pod, &container, &start).map_err(|e| {

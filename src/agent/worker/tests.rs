@@ -76,6 +76,7 @@ pub(crate) fn test_context(
         hooks: handlers,
         image_pulls: Default::default(),
         events: Arc::new(crate::events::recorder::NoopRecorder),
+        services: ServiceLister::standalone(),
     }
 }
 

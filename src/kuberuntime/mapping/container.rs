@@ -1,8 +1,8 @@
 //! One container's config for CreateContainer: image (the resolved ID,
-//! with the spec's name beside it), command, env, mounts (the volumes',
-//! then the managed hosts file's, then the termination-message file's),
-//! log path, resources and security, with the kubelet's labels and
-//! annotations.
+//! with the spec's name beside it), command, env (its own, then the
+//! service variables), mounts (the volumes', then the managed hosts
+//! file's, then the termination-message file's), log path, resources and
+//! security, with the kubelet's labels and annotations.
 //! Part of `mapping`.
 //!
 //! Invariant: pure, like the rest of the mapping.
@@ -33,6 +33,9 @@ pub struct ContainerStart<'a> {
     /// The pod's managed hosts file, when this container gets it
     /// (`volume::etc_hosts`), mounted at /etc/hosts.
     pub etc_hosts: Option<&'a Path>,
+    /// The service variables the pod sees ([`super::service_env`]), in
+    /// their order; the container's own entries win over them.
+    pub service_env: &'a [(String, String)],
 }
 
 /// The user an image runs as, as the kubelet's `getImageUser` reads
@@ -55,7 +58,11 @@ impl<'a> ImageUser<'a> {
 }
 
 /// `etc_hosts` is the pod's managed hosts file when this container gets
-/// it (the worker decides, as the kubelet's `makeMounts`, and writes it).
+/// it (the worker decides, as the kubelet's `makeMounts`, and writes it);
+/// `service_env` the pod's service variables ([`service_env`]), empty on a
+/// node without an API server. They are not part of [`container_hash`]: a
+/// changed Service does not restart a container, as with the kubelet.
+#[allow(clippy::too_many_arguments)]
 pub fn container_config(
     ctx: &NodeContext,
     pod: &Pod,
@@ -69,9 +76,10 @@ pub fn container_config(
         image_ref,
         image_user,
         etc_hosts,
+        service_env,
     } = *start;
     let field = container_field(pod, &container.name);
-    let envs = environment(ctx, pod, container, pod_ip, &field)?;
+    let envs = environment(ctx, pod, container, pod_ip, service_env, &field)?;
     let expand_all = |list: &Option<Vec<String>>| -> Vec<String> {
         list.iter().flatten().map(|s| expand(s, &envs)).collect()
     };

@@ -1,6 +1,7 @@
 //! Container environment and mounts: env values (`$(VAR)`-expanded by
-//! `units::expansion`) and
-//! the downward API, hostPath and emptyDir mounts. Part of `mapping`.
+//! `units::expansion`), the downward API and the service variables
+//! (`service_env`) merged as the kubelet's `makeEnvironmentVariables`
+//! merges them; hostPath and emptyDir mounts. Part of `mapping`.
 //!
 //! Invariant: pure, like the rest of the mapping. `status.podIP` and
 //! `status.podIPs` read the pod IP crilet reports in the pod's status
@@ -11,12 +12,15 @@ use super::*;
 use crate::units::expansion::expand;
 
 /// The container's env in spec order (a repeated name keeps its first slot,
-/// last value wins); literal values are expanded against earlier entries.
+/// last value wins), then the service variables it does not set itself
+/// (`service_env`, in their order). A literal value is expanded against the
+/// entries before it, then the service variables.
 pub(super) fn environment(
     ctx: &NodeContext,
     pod: &Pod,
     c: &Container,
     pod_ip: &str,
+    service_env: &[(String, String)],
     field: &str,
 ) -> Result<Vec<(String, String)>, MappingError> {
     if c.env_from.as_ref().is_some_and(|e| !e.is_empty()) {
@@ -27,17 +31,27 @@ pub(super) fn environment(
         ));
     }
     let mut out: Vec<(String, String)> = Vec::new();
+    // What `$(VAR)` finds: the container's own entries so far, which
+    // `expand` prefers as they come last, then the service variables.
+    let mut scope: Vec<(String, String)> = service_env.to_vec();
     for var in c.env.iter().flatten() {
         let value = match (&var.value_from, non_empty(&var.value)) {
             (Some(src), None) => {
                 let field = format!("{field}.env{{{}}}.valueFrom", var.name);
                 value_from(ctx, pod, c, src, pod_ip, &field)?
             }
-            (_, value) => expand(value.unwrap_or(""), &out),
+            (_, value) => expand(value.unwrap_or(""), &scope),
         };
+        scope.push((var.name.clone(), value.clone()));
         match out.iter_mut().find(|(n, _)| *n == var.name) {
             Some(slot) => slot.1 = value,
             None => out.push((var.name.clone(), value)),
+        }
+    }
+    let own = out.len();
+    for (name, value) in service_env {
+        if !out[..own].iter().any(|(n, _)| n == name) {
+            out.push((name.clone(), value.clone()));
         }
     }
     Ok(out)

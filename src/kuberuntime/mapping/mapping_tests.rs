@@ -40,6 +40,7 @@ fn at(restart_count: u32, attempt: u32, pod_ip: &str) -> ContainerStart<'_> {
         image_ref: "",
         image_user: None,
         etc_hosts: None,
+        service_env: &[],
     }
 }
 

@@ -18,13 +18,17 @@
 //! attempt where the kubelet draws random hex, so the mapping stays pure;
 //! the spec hash does not cover it.
 //!
+//! The Services a container's environment names come from the caller too:
+//! [`service_env`] picks a pod's among those the node knows of and makes
+//! their variables, [`container_config`] appends them to the container's
+//! own env.
+//!
 //! Kubelet behaviour deliberately left out (a pure mapping cannot do it, or
 //! crilet has no use for it):
 //! - RuntimeClass: `runtime_handler` stays empty (the default handler);
 //! - a cluster DNS: crilet has none, so ClusterFirst and
 //!   ClusterFirstWithHostNet fall back to the node's resolver, as the
 //!   kubelet does when started without `--cluster-dns`;
-//! - service-link environment variables;
 //! - hostPath `type` checks (the worker runs them before the sandbox, see
 //!   `volume::hostpath`), and creating subPath directories. emptyDir
 //!   `medium: Memory` and `sizeLimit` are not honoured (a plain directory).
@@ -39,6 +43,7 @@ pub use crate::units::quantity;
 mod resources;
 mod sandbox;
 mod security;
+mod service_env;
 
 pub use crate::logs::layout::container_log_path;
 use crate::logs::layout::{LogDirs, pod_log_dir_under};
@@ -53,6 +58,7 @@ use security::{
 pub use container::{ContainerStart, ImageUser, container_config};
 pub use resources::hugepage_unit_size;
 pub use sandbox::{host_name_and_domain, sandbox_config, wants_cluster_dns};
+pub use service_env::service_env;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
