@@ -180,6 +180,12 @@ impl Running {
                 "--http-address",
                 &format!("127.0.0.1:{}", lab.read_only_port()),
             ])
+            .arg("--pod-logs-dir")
+            .arg(&self.pod_logs_dir)
+            // The kubelet's links go to /var/log/containers (it has no
+            // setting for them); crilet's to a directory of the run's.
+            .arg("--container-logs-dir")
+            .arg(lab.dir.join("crilet-container-logs"))
             .args([
                 "--image-gc-high-threshold",
                 "100",

@@ -223,6 +223,19 @@ fn is_empty(v: &Json) -> bool {
     }
 }
 
+/// The environment in the OCI spec a runtime built (`crictl inspect`'s
+/// `info.runtimeSpec.process.env`), sorted: the kubelet builds a
+/// container's environment from Go maps, so its order changes from one
+/// container to the next; what each variable holds is still compared (and
+/// CreateContainer's own `envs` are compared entry by entry, their order
+/// apart).
+pub fn sort_process_env(value: &mut Json) {
+    let env = value.pointer_mut("/info/runtimeSpec/process/env");
+    if let Some(Json::Array(items)) = env {
+        items.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+    }
+}
+
 /// Zero times stay as they are: "never" is not a time to hide.
 fn is_zero(v: &Json) -> bool {
     match v {
@@ -329,6 +342,20 @@ mod tests {
         let before = text.clone();
         n.normalize(&mut text);
         assert_eq!(text, before);
+    }
+
+    #[test]
+    fn the_oci_environment_is_compared_sorted() {
+        let mut v =
+            json!({"info": {"runtimeSpec": {"process": {"env": ["B=2", "A=1", "PATH=/bin"]}}}});
+        sort_process_env(&mut v);
+        assert_eq!(
+            v["info"]["runtimeSpec"]["process"]["env"],
+            json!(["A=1", "B=2", "PATH=/bin"])
+        );
+        let mut other = json!({"status": {}});
+        sort_process_env(&mut other);
+        assert_eq!(other, json!({"status": {}}));
     }
 
     #[test]

@@ -70,6 +70,22 @@ impl RuntimeError {
         }
     }
 
+    /// What the runtime itself said: a gRPC status's message alone, as the
+    /// kubelet shows a failed CreateContainer or StartContainer in the
+    /// container's waiting message and its `Failed` event; anything else
+    /// (no answer, a transport failure) in full, since the runtime said
+    /// nothing.
+    pub fn runtime_message(&self) -> String {
+        match self {
+            RuntimeError::Rpc { status, .. }
+                if std::error::Error::source(status).is_none() && !status.message().is_empty() =>
+            {
+                status.message().to_string()
+            }
+            other => other.to_string(),
+        }
+    }
+
     /// True when the object the call named does not exist.
     pub fn is_not_found(&self) -> bool {
         self.code() == tonic::Code::NotFound
@@ -151,6 +167,8 @@ mod tests {
             "Version on unix:///run/x.sock: NotFound: no such sandbox"
         );
         assert!(err.is_not_found());
+        // What the runtime said, alone, as the kubelet shows it.
+        assert_eq!(err.runtime_message(), "no such sandbox");
     }
 
     #[test]
@@ -168,6 +186,8 @@ mod tests {
             "Status on unix:///x: Unavailable: transport error: refused here"
         );
         assert_eq!(err.code(), tonic::Code::Unavailable);
+        // The runtime said nothing: the whole error is the message.
+        assert_eq!(err.runtime_message(), err.to_string());
     }
 
     #[test]

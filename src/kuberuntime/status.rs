@@ -92,7 +92,8 @@ pub struct StatusInput<'a> {
 }
 
 /// The status of the pod. `initContainerStatuses` is only set when the spec
-/// has init containers; both lists follow spec order.
+/// has init containers, in spec order; `containerStatuses` are sorted by
+/// name.
 pub fn pod_status(input: &StatusInput) -> PodStatus {
     let (inits, apps, policy) = spec_of(input.pod);
     let init: Vec<_> = inits
@@ -106,6 +107,13 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
     let phase = pod_phase(input.pod, &init, &app);
 
     let pod_ip = reported_pod_ip(input.pod, input.pod_ip, input.host_ip);
+    // A sandbox that is no longer ready (a finished pod's) has no IP to
+    // report; the IP it had stays in the status, as the kubelet keeps it.
+    let previous_ip = input.previous.and_then(|p| p.pod_ip.as_deref());
+    let pod_ip = match (pod_ip, previous_ip) {
+        ("", Some(ip)) if !input.sandbox_ready => ip,
+        (ip, _) => ip,
+    };
     let non_empty = |ip: &str| (!ip.is_empty()).then(|| ip.to_string());
     PodStatus {
         phase: Some(phase.to_string()),
@@ -117,9 +125,16 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
         start_time: Some(Time(seconds(input.start_time))),
         qos_class: Some(qos_class(input.pod).as_str().to_string()),
         init_container_statuses: (!inits.is_empty()).then_some(init),
-        container_statuses: Some(app),
+        container_statuses: Some(by_name(app)),
         ..PodStatus::default()
     }
+}
+
+/// The app containers' statuses sorted by name, as the kubelet lists them
+/// (its `SortedContainerStatuses`); init containers keep spec order.
+fn by_name(mut statuses: Vec<K8sContainerStatus>) -> Vec<K8sContainerStatus> {
+    statuses.sort_by(|a, b| a.name.cmp(&b.name));
+    statuses
 }
 
 /// What a spec container is to the pod.
@@ -365,7 +380,8 @@ fn seconds(t: Timestamp) -> Timestamp {
 ///   "containers with incomplete status: [a b]" when False.
 /// - Ready and ContainersReady: every sidecar and app container is ready
 ///   (running and, per its probes, started and ready); reason PodCompleted
-///   (False) in phase Succeeded or Failed, else ContainersNotReady with
+///   (False) in phase Succeeded, PodFailed in phase Failed (the kubelet's
+///   status/generate.go), else ContainersNotReady with
 ///   "containers with unready status: [a b]" (sidecars first, each list in
 ///   spec order); Ready mirrors ContainersReady (no readiness gates).
 /// - PodScheduled: always True (a static pod is bound to this node).
@@ -407,7 +423,8 @@ fn conditions(
     let unready = sidecars.chain(app).filter(|s| !s.ready);
     let unready = list(unready.map(|s| s.name.as_str()).collect());
     let ready = |kind| match &unready {
-        _ if phase == SUCCEEDED || phase == FAILED => cond(kind, false, Some("PodCompleted"), None),
+        _ if phase == SUCCEEDED => cond(kind, false, Some("PodCompleted"), None),
+        _ if phase == FAILED => cond(kind, false, Some("PodFailed"), None),
         None => cond(kind, true, None, None),
         Some(list) => {
             let message = format!("containers with unready status: {list}");

@@ -839,17 +839,45 @@ fn conditions_of_completed_pods() {
         row(CONTAINERS_READY, "False", Some("PodCompleted"), None)
     );
 
+    // A failed pod's are PodFailed, as the kubelet's (seen side by side
+    // in the parity harness).
     let s = Case::new(pod("Never", &[], &["a"]), vec![rc("a", 0, Exited, 1)]).run();
     assert_eq!(s.phase.as_deref(), Some(FAILED));
     assert_eq!(summary(&s)[1], row(INITIALIZED, "True", None, None));
-    assert_eq!(
-        summary(&s)[2],
-        row(READY, "False", Some("PodCompleted"), None)
-    );
+    assert_eq!(summary(&s)[2], row(READY, "False", Some("PodFailed"), None));
     assert_eq!(
         summary(&s)[3],
-        row(CONTAINERS_READY, "False", Some("PodCompleted"), None)
+        row(CONTAINERS_READY, "False", Some("PodFailed"), None)
     );
+}
+
+#[test]
+fn app_container_statuses_are_sorted_by_name_and_init_ones_keep_spec_order() {
+    let s = Case::new(
+        pod("Always", &["z-init", "a-init"], &["web", "api", "cache"]),
+        vec![rc("z-init", 0, Exited, 0), rc("a-init", 0, Exited, 0)],
+    )
+    .run();
+    let names = |l: &Option<Vec<K8sContainerStatus>>| -> Vec<String> {
+        l.iter().flatten().map(|c| c.name.clone()).collect()
+    };
+    assert_eq!(names(&s.container_statuses), ["api", "cache", "web"]);
+    assert_eq!(names(&s.init_container_statuses), ["z-init", "a-init"]);
+}
+
+#[test]
+fn a_finished_pod_keeps_the_ip_its_sandbox_had() {
+    let p = pod("Never", &[], &["a"]);
+    let running = Case::new(p.clone(), vec![rc("a", 0, Running, 0)]).run();
+    assert_eq!(running.pod_ip.as_deref(), Some("10.0.0.7"));
+    // Its sandbox stopped (not ready, no IP reported): the IP stays.
+    let mut done = Case::new(p, vec![rc("a", 0, Exited, 1)]);
+    done.sandbox_ready = false;
+    done.pod_ip = "";
+    done.previous = Some(running.clone());
+    let done = done.run();
+    assert_eq!(done.pod_ip.as_deref(), Some("10.0.0.7"));
+    assert_eq!(done.pod_ips.unwrap()[0].ip, "10.0.0.7");
 }
 
 #[test]

@@ -200,7 +200,7 @@ impl Worker {
         {
             Ok(id) => id,
             Err(e) => {
-                let message = e.to_string();
+                let message = e.runtime_message();
                 let event = kubelet_events::failed("CreateContainerError", &message);
                 self.ctx.container_event(pod, name, event);
                 self.waiting.insert(
@@ -216,7 +216,7 @@ impl Worker {
         self.ctx
             .container_event(pod, name, kubelet_events::created(name));
         if let Err(e) = rt.start_container(&id).await {
-            let message = e.to_string();
+            let message = e.runtime_message();
             let detail = kubelet_events::without_id(&message, &id, name);
             let event = kubelet_events::failed("RunContainerError", &detail);
             self.ctx.container_event(pod, name, event);
