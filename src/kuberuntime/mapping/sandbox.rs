@@ -100,7 +100,7 @@ pub(super) fn pod_hostname(pod: &Pod) -> String {
 }
 
 /// The pod's hostname and host domain for its hosts file (the kubelet's
-/// `GeneratePodHostNameAndDomain`): [`pod_hostname`], and with a subdomain
+/// `GeneratePodHostNameAndDomain`): `pod_hostname`, and with a subdomain
 /// `<subdomain>.<namespace>.svc.<cluster domain>`, else empty. crilet has
 /// no cluster DNS, so the cluster domain is empty, as for a kubelet started
 /// without `--cluster-domain` (the name then ends in `svc.`).
