@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{
     Container, EmptyDirVolumeSource, HTTPGetAction, LifecycleHandler, Pod, PodSecurityContext,
     Probe, Toleration, Volume,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use md5::{Digest, Md5};
 
@@ -175,7 +176,8 @@ fn default_http_get(http: &mut HTTPGetAction) {
 
 /// The API defaults that change nothing a pod does, filled in only where
 /// the pod is shown as the kubelet shows it (`/pods`): a downward-API
-/// field's `apiVersion` "v1" and a hostPath's empty `type`. They are kept
+/// field's `apiVersion` "v1", a resource field's divisor "0" and a
+/// hostPath's empty `type`. They are kept
 /// out of [`apply_api_defaults`] because the UID and the container hash are
 /// taken over the defaulted pod: adding them there would give every
 /// existing static pod a new UID, and restart it, when crilet is upgraded.
@@ -196,8 +198,15 @@ pub fn apply_display_defaults(pod: &mut Pod) {
             .iter_mut()
             .flatten()
             .filter_map(|e| e.value_from.as_mut());
-        for field in sources.filter_map(|s| s.field_ref.as_mut()) {
-            field.api_version.get_or_insert_with(|| "v1".into());
+        for source in sources {
+            if let Some(field) = source.field_ref.as_mut() {
+                field.api_version.get_or_insert_with(|| "v1".into());
+            }
+            // The divisor is a plain Quantity in Go: an absent one is
+            // written as its zero value.
+            if let Some(resource) = source.resource_field_ref.as_mut() {
+                resource.divisor.get_or_insert_with(|| Quantity("0".into()));
+            }
         }
     }
 }

@@ -765,3 +765,30 @@ fn display_defaults_fill_field_ref_versions_and_host_path_types_only() {
     apply_display_defaults(&mut pod);
     assert_eq!(pod, once);
 }
+
+#[test]
+fn display_defaults_write_an_absent_divisor_as_zero_and_keep_a_given_one() {
+    let mut pod: Pod = serde_json::from_str(
+        r#"{"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "nginx", "env": [
+                {"name": "A", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}},
+                {"name": "B", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory", "divisor": "1Mi"}}}]}]}}"#,
+    )
+    .unwrap();
+    apply_display_defaults(&mut pod);
+    let env = pod.spec.as_ref().unwrap().containers[0]
+        .env
+        .clone()
+        .unwrap();
+    let divisor = |i: usize| {
+        let r = env[i].value_from.as_ref().unwrap();
+        r.resource_field_ref
+            .as_ref()
+            .unwrap()
+            .divisor
+            .clone()
+            .unwrap()
+            .0
+    };
+    assert_eq!(divisor(0), "0");
+    assert_eq!(divisor(1), "1Mi");
+}

@@ -360,13 +360,15 @@ impl Worker {
             tracing::info!(pod = %pod::full_name(pod), uid, ?action, "pod action");
             if let Err(e) = self.act(pod, &obs, &mut current, action).await {
                 result = Err(e);
-                // A sidecar that cannot start holds back nothing after it
-                // (the kubelet goes on too); anything else stops the pass.
+                // A sidecar or app container that cannot start holds back
+                // none of the others (the kubelet's SyncPod starts each in
+                // turn whatever the last one did); anything else stops the
+                // pass.
                 let kind = match action {
                     Action::StartContainer { kind, .. } => Some(*kind),
                     _ => None,
                 };
-                if kind != Some(ContainerKind::Sidecar) {
+                if !matches!(kind, Some(ContainerKind::Sidecar | ContainerKind::App)) {
                     break;
                 }
             }

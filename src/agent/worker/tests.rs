@@ -359,3 +359,27 @@ async fn containers_are_created_from_the_image_id() {
     assert_eq!(list[0].image, "sha256:busybox");
     assert_eq!(list[0].image_ref, "sha256:busybox");
 }
+
+#[tokio::test]
+async fn an_app_container_that_cannot_be_created_holds_back_none_of_the_others() {
+    let root = tempfile::tempdir().unwrap();
+    let rt = fake();
+    let mut w = worker(rt.clone(), root.path());
+    let mut pod = pod(serde_json::json!({"name": "first"}), serde_json::json!([]));
+    let mut second = pod.spec.as_ref().unwrap().containers[0].clone();
+    second.name = "second".into();
+    pod.spec.as_mut().unwrap().containers.push(second);
+    rt.fail_next(
+        "CreateContainer",
+        tonic::Status::unknown("error gathering device information"),
+    );
+
+    // The pass reports the failure, and still starts the other container.
+    assert!(w.sync(&pod).await.is_err());
+    let list = rt
+        .list_containers(&ContainerFilter::default())
+        .await
+        .unwrap();
+    let names: Vec<&str> = list.iter().map(|c| c.metadata.name.as_str()).collect();
+    assert_eq!(names, ["second"]);
+}

@@ -9,6 +9,10 @@ use super::super::*;
 use super::CriRuntime;
 use crate::proto::runtime::v1 as pb;
 
+/// ExecSync's gRPC deadline when it has no timeout (the kubelet sends 0
+/// and waits as long as the command runs).
+const NO_EXEC_DEADLINE: Duration = Duration::from_secs(365 * 24 * 3600);
+
 #[async_trait::async_trait]
 impl Runtime for CriRuntime {
     async fn version(&self) -> Result<VersionInfo> {
@@ -247,7 +251,13 @@ impl Runtime for CriRuntime {
         cmd: &[String],
         timeout: Duration,
     ) -> Result<ExecSyncResult> {
-        let t = self.timeout() + timeout;
+        // As the kubelet's remote runtime: a timeout of 0 is "none", sent as
+        // 0 with no deadline (a year); otherwise the request timeout on top.
+        let t = if timeout.is_zero() {
+            NO_EXEC_DEADLINE
+        } else {
+            self.timeout() + timeout
+        };
         let req = self.request(
             pb::ExecSyncRequest {
                 container_id: id.into(),

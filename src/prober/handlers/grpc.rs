@@ -3,23 +3,31 @@
 //!
 //! Invariant: never an Error outcome: whatever goes wrong (no connection,
 //! Unimplemented, timeout, any status but SERVING) is a Failure naming it;
-//! connect and call together take at most the timeout.
+//! the dial and the call each take at most the timeout, as the kubelet's.
 
 use std::time::Duration;
 
-use tonic::transport::Endpoint;
+use tonic::transport::{Channel, Endpoint};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
 use super::{PROBE_USER_AGENT, ProbeOutcome, error_chain, join_host_port};
 
+/// How long a refused dial waits before the next (grpc-go's first
+/// connection back-off).
+const DIAL_BACKOFF: Duration = Duration::from_secs(1);
+
 /// SERVING → Success("service healthy"); any other status, an unreachable
 /// server, a server without the health service, or no answer within
 /// `timeout` → Failure. `service` empty asks about the server as a whole.
 pub async fn grpc_probe(host: &str, port: u16, service: &str, timeout: Duration) -> ProbeOutcome {
     let address = join_host_port(host, port);
-    match tokio::time::timeout(timeout, check(&address, service, timeout)).await {
+    let channel = match dial(&address, timeout).await {
+        Ok(channel) => channel,
+        Err(failure) => return ProbeOutcome::Failure(failure),
+    };
+    match tokio::time::timeout(timeout, check(channel, service, timeout)).await {
         Ok(Ok(outcome)) => outcome,
         Ok(Err(failure)) => ProbeOutcome::Failure(failure),
         Err(_) => ProbeOutcome::Failure(format!(
@@ -28,17 +36,42 @@ pub async fn grpc_probe(host: &str, port: u16, service: &str, timeout: Duration)
     }
 }
 
-async fn check(address: &str, service: &str, timeout: Duration) -> Result<ProbeOutcome, String> {
+/// A blocking dial, as the kubelet's (`grpc.WithBlock`): a refused or
+/// failed connection is retried until `timeout`, so a server that is not
+/// up yet fails with the dial's deadline, whatever refused it.
+async fn dial(address: &str, timeout: Duration) -> Result<Channel, String> {
     let endpoint = Endpoint::from_shared(format!("http://{address}"))
         .and_then(|e| e.user_agent(PROBE_USER_AGENT))
-        .map_err(|e| format!("invalid address {address:?}: {}", error_chain(&e)))?
-        .connect_timeout(timeout);
-    let channel = endpoint.connect().await.map_err(|e| {
+        .map_err(|e| {
+            format!(
+                "error: failed to connect service at {address:?}: {}",
+                error_chain(&e)
+            )
+        })?;
+    let deadline = tokio::time::Instant::now() + timeout;
+    let expired = || {
         format!(
-            "timeout: failed to connect service {address:?} within {timeout:?}: {}",
-            error_chain(&e)
+            "timeout: failed to connect service {address:?} within {timeout:?}: context deadline exceeded"
         )
-    })?;
+    };
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return Err(expired());
+        }
+        let attempt = endpoint.clone().connect_timeout(left);
+        match tokio::time::timeout(left, attempt.connect()).await {
+            Ok(Ok(channel)) => return Ok(channel),
+            Ok(Err(_)) => {
+                let next = tokio::time::Instant::now() + DIAL_BACKOFF;
+                tokio::time::sleep_until(next.min(deadline)).await;
+            }
+            Err(_) => return Err(expired()),
+        }
+    }
+}
+
+async fn check(channel: Channel, service: &str, timeout: Duration) -> Result<ProbeOutcome, String> {
     let mut request = tonic::Request::new(HealthCheckRequest {
         service: service.to_string(),
     });
@@ -158,7 +191,8 @@ mod tests {
             panic!("{outcome:?}")
         };
         assert!(
-            output.starts_with("timeout: failed to connect service"),
+            output.starts_with("timeout: failed to connect service")
+                && output.ends_with("within 2s: context deadline exceeded"),
             "{output}"
         );
         // A listener that accepts and never speaks HTTP/2.

@@ -17,10 +17,9 @@ use crate::cri::Runtime;
 /// The kubelet's message for a sleep hook cut short.
 pub const HOOK_SLEEP_CANCELLED: &str = "container terminated before sleep hook finished";
 
-/// What ExecSync gets as its timeout when the driver passes `None`: the
-/// kubelet sends 0 ("none"), but our CRI client turns a timeout into its
-/// gRPC deadline (request timeout + timeout), so "none" is a year here.
-const NO_EXEC_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
+/// What ExecSync gets as its timeout when the driver passes `None`: 0,
+/// "none", as the kubelet sends it (the CRI client then sets no deadline).
+const NO_EXEC_TIMEOUT: Duration = Duration::ZERO;
 
 /// Runs one hook of `container_id`. `Ok` on success; `Err` says why (for
 /// the `FailedPostStartHook` / `FailedPreStopHook` event and log).

@@ -24,7 +24,8 @@ use tokio_rustls::TlsConnector;
 use url::{Host, Position, Url};
 
 use super::{
-    HttpGetTarget, MAX_OUTPUT_BYTES, ProbeOutcome, Scheme, error_chain, join_host_port, tls,
+    HttpGetTarget, MAX_OUTPUT_BYTES, ProbeOutcome, Scheme, error_chain, go_dial_error,
+    join_host_port, tls,
 };
 
 /// The kubelet's `kube-probe/<major>.<minor>`, for the version we follow.
@@ -158,8 +159,10 @@ impl HttpGetClient {
             Host::Ipv4(ip) => TcpStream::connect(SocketAddr::from((*ip, port))).await,
             Host::Ipv6(ip) => TcpStream::connect(SocketAddr::from((*ip, port))).await,
         };
-        let tcp = connected
-            .map_err(|e| format!("dial tcp {}: {e}", join_host_port(&host.to_string(), port)))?;
+        let tcp = connected.map_err(|e| {
+            let address = join_host_port(&host.to_string(), port);
+            format!("dial tcp {address}: {}", go_dial_error(&e))
+        })?;
         let mut request = Request::get(&url[Position::BeforePath..Position::AfterQuery])
             .body(Empty::<Bytes>::new())
             .map_err(|e| format!("cannot build the request: {e}"))?;

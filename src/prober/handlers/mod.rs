@@ -208,6 +208,23 @@ fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     line
 }
 
+/// A failed connect as Go's net package words it after "dial tcp ADDR: ":
+/// `connect: connection refused`, not Rust's "Connection refused (os error
+/// 111)". Errors without an OS code keep their own text.
+pub fn go_dial_error(e: &std::io::Error) -> String {
+    let Some(code) = e.raw_os_error() else {
+        return e.to_string();
+    };
+    let text = std::io::Error::from_raw_os_error(code).to_string();
+    let text = text.split(" (os error").next().unwrap_or(&text);
+    let mut chars = text.chars();
+    let lower = match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    };
+    format!("connect: {lower}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,5 +265,15 @@ mod tests {
             error_chain(&Outer("dial: refused", refused())),
             "dial: refused"
         );
+    }
+
+    #[test]
+    fn dial_errors_are_worded_as_go_words_them() {
+        let refused = std::io::Error::from_raw_os_error(111);
+        assert_eq!(go_dial_error(&refused), "connect: connection refused");
+        let unreachable = std::io::Error::from_raw_os_error(113);
+        assert_eq!(go_dial_error(&unreachable), "connect: no route to host");
+        let other = std::io::Error::other("no such host");
+        assert_eq!(go_dial_error(&other), "no such host");
     }
 }

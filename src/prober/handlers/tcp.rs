@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::net::TcpStream;
 
-use super::{ProbeOutcome, join_host_port};
+use super::{ProbeOutcome, go_dial_error, join_host_port};
 
 /// Connected within `timeout` → Success (empty output); refused,
 /// unreachable, unresolvable or too slow → Failure with Go's wording
@@ -20,7 +20,7 @@ pub async fn tcp_probe(host: &str, port: u16, timeout: Duration) -> ProbeOutcome
             drop(stream);
             ProbeOutcome::Success(String::new())
         }
-        Ok(Err(e)) => ProbeOutcome::Failure(format!("dial tcp {address}: {e}")),
+        Ok(Err(e)) => ProbeOutcome::Failure(format!("dial tcp {address}: {}", go_dial_error(&e))),
         Err(_) => ProbeOutcome::Failure(format!("dial tcp {address}: i/o timeout")),
     }
 }
