@@ -47,8 +47,9 @@ static RFC3339: LazyLock<Regex> = LazyLock::new(|| {
 static ID64: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(sha256:)?\b[0-9a-f]{64}\b").unwrap());
 /// What the kernel, CNI and the API server name per run: UUIDs (object
 /// UIDs, network namespaces), MAC addresses, veth names, process IDs in
-/// /proc paths.
-static ASSIGNED: LazyLock<[(Regex, &str); 4]> = LazyLock::new(|| {
+/// /proc paths, and an admission refusal's shortfall (what the pods
+/// admitted before it use depends on the order a run admits them in).
+static ASSIGNED: LazyLock<[(Regex, &str); 5]> = LazyLock::new(|| {
     [
         (
             Regex::new(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
@@ -61,6 +62,10 @@ static ASSIGNED: LazyLock<[(Regex, &str); 4]> = LazyLock::new(|| {
         ),
         (Regex::new(r"\bveth[0-9a-f]{8}\b").unwrap(), "veth<id>"),
         (Regex::new(r"/proc/\d+/").unwrap(), "/proc/<pid>/"),
+        (
+            Regex::new(r"\(res: ([a-z-]+), q: \d+\)").unwrap(),
+            "(res: $1, q: <n>)",
+        ),
     ]
 });
 
@@ -317,6 +322,10 @@ mod tests {
             "/var/run/netns/cni-<uuid>"
         );
         assert_eq!(n.text("2a:4b:00:1f:ee:01 vethf870416b"), "<mac> veth<id>");
+        assert_eq!(
+            n.text("resources: [(res: cpu, q: 62100), (res: ephemeral-storage, q: 7), ]"),
+            "resources: [(res: cpu, q: <n>), (res: ephemeral-storage, q: <n>), ]"
+        );
         assert_eq!(n.text("/proc/28955/ns/ipc"), "/proc/<pid>/ns/ipc");
     }
 

@@ -303,6 +303,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
             cpu_millicores: allocatable.cpu_millicores,
             memory_bytes: allocatable.memory_bytes,
             ephemeral_storage_bytes: allocatable.ephemeral_storage_bytes,
+            pods: allocatable.pods,
         },
     };
     // Image GC collects once the runtime answers.

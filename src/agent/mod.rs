@@ -23,7 +23,7 @@ mod sync_pleg;
 pub mod url_source;
 pub mod worker;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,7 +37,9 @@ use crate::config::merge::PodConfig;
 use crate::cri::Runtime;
 use crate::events::recorder::EventRecorder;
 use crate::kubeapi::service_watch::ServiceLister;
-use crate::kuberuntime::mapping::NodeContext;
+use crate::kuberuntime::mapping::{NodeContext, admission_requests};
+use crate::kuberuntime::status::rejected_pod_status;
+use crate::lifecycle::resource_fit::{Allocatable, Requests, admit_static_pod};
 use crate::pod::manager::PodManager;
 use crate::pod::view::AgentView;
 use crate::pod::view::StatusCache;
@@ -194,6 +196,8 @@ struct SyncLoop {
     /// (an edited manifest): full name → UID. Two pods of one name never run
     /// at once, so a host port or a lock file is free when the new one starts.
     waiting_for_name: HashMap<String, String>,
+    /// UIDs refused admission: never run (a new manifest is a new UID).
+    refused: HashSet<String>,
     /// The relist and the container events.
     pleg: PlegState,
     ctx: Arc<WorkerContext>,
@@ -217,6 +221,7 @@ impl SyncLoop {
             workers: HashMap::new(),
             terminating: HashMap::new(),
             waiting_for_name: HashMap::new(),
+            refused: HashSet::new(),
             pleg: PlegState::new(events),
             ctx,
             cancel,
@@ -268,6 +273,7 @@ impl SyncLoop {
             tracing::info!(pod = %pod::full_name(&p), uid = pod::uid(&p), "pod removed from its source");
             self.manager.remove_pod(&p);
             let uid = pod::uid(&p).to_string();
+            self.refused.remove(&uid);
             let full_name = pod::full_name(&p);
             self.terminating.insert(uid.clone(), full_name.clone());
             self.dispatch(
@@ -293,9 +299,73 @@ impl SyncLoop {
                 self.waiting_for_name.insert(full_name, uid);
                 continue;
             }
+            if !self.admit(&p) {
+                continue;
+            }
             self.dispatch(uid, PodWork::Sync(Arc::new(p)));
         }
         self.publish();
+    }
+
+    /// Whether `pod` may run: a pod already running (or refused) keeps its
+    /// verdict; a new one must fit the node's allocatable beside the pods
+    /// admitted before it (the kubelet's `canAdmitPod`). A refused pod is
+    /// never run: it gets the kubelet's Failed status and Warning Event.
+    fn admit(&mut self, pod: &Pod) -> bool {
+        let uid = pod::uid(pod);
+        if self.refused.contains(uid) {
+            return false;
+        }
+        // A node context without measured allocatable (none admits 0 pods)
+        // admits everything.
+        if self.workers.contains_key(uid) || self.ctx.node.allocatable.pods == 0 {
+            return true;
+        }
+        let statuses = self.ctx.statuses.read().unwrap_or_else(|e| e.into_inner());
+        let finished = |u: &str| {
+            let phase = statuses.get(u).and_then(|s| s.phase.as_deref());
+            matches!(phase, Some("Succeeded" | "Failed"))
+        };
+        let admitted: Vec<Arc<Pod>> = (self.manager.get_pods().into_iter())
+            .filter(|p| pod::uid(p) != uid && !self.refused.contains(pod::uid(p)))
+            .filter(|p| !finished(pod::uid(p)))
+            .collect();
+        drop(statuses);
+        let used = (admitted.iter()).fold(Requests::default(), |sum, p| sum.plus(requests(p)));
+        let node = &self.ctx.node.allocatable;
+        let allocatable = Allocatable {
+            cpu_millis: node.cpu_millicores,
+            memory_bytes: node.memory_bytes,
+            ephemeral_storage_bytes: node.ephemeral_storage_bytes,
+            pods: node.pods,
+        };
+        let count = admitted.len() as i64;
+        let Err(refusal) = admit_static_pod(requests(pod), used, count, &allocatable) else {
+            return true;
+        };
+        tracing::warn!(pod = %pod::full_name(pod), uid, reason = refusal.reason, message = %refusal.message, "pod rejected: the node has no room for it");
+        self.refused.insert(uid.to_string());
+        let input = crate::kuberuntime::status::StatusInput {
+            pod,
+            sandbox_ready: false,
+            pod_ip: "",
+            host_ip: &self.ctx.node.host_ip,
+            containers: &[],
+            waiting: &Default::default(),
+            probes: &Default::default(),
+            messages: &Default::default(),
+            start_time: jiff::Timestamp::now(),
+            runtime_name: &self.ctx.runtime_name,
+            previous: None,
+            now: jiff::Timestamp::now(),
+        };
+        let status = rejected_pod_status(&input, refusal.reason, &refusal.message);
+        (self.ctx.statuses.write().unwrap_or_else(|e| e.into_inner()))
+            .insert(uid.to_string(), status);
+        self.ctx.status_changed.send_replace(());
+        let event = crate::events::kubelet_events::rejected(refusal.reason, refusal.message);
+        (self.ctx.events).event(&crate::events::recorder::EventObject::pod(pod), event);
+        false
     }
 
     /// The API server's mirror pods replace the ones the manager holds.
@@ -327,7 +397,9 @@ impl SyncLoop {
         let full_name = self.terminating.remove(&d.uid);
         // Re-added while it was being terminated: run it again.
         if let Some(p) = self.manager.get_pod_by_uid(&d.uid) {
-            self.dispatch(d.uid.clone(), PodWork::Sync(Arc::new((*p).clone())));
+            if self.admit(&p) {
+                self.dispatch(d.uid.clone(), PodWork::Sync(Arc::new((*p).clone())));
+            }
         }
         // A pod that waited for this name may start now.
         let Some(name) = full_name else { return };
@@ -336,7 +408,9 @@ impl SyncLoop {
         }
         if let Some(uid) = self.waiting_for_name.remove(&name) {
             if let Some(p) = self.manager.get_pod_by_uid(&uid) {
-                self.dispatch(uid, PodWork::Sync(Arc::new((*p).clone())));
+                if self.admit(&p) {
+                    self.dispatch(uid, PodWork::Sync(Arc::new((*p).clone())));
+                }
             }
         }
     }
@@ -352,6 +426,18 @@ impl SyncLoop {
         }
         let h = worker::spawn(self.ctx.clone(), work, self.cancel.child_token());
         self.workers.insert(uid, h);
+    }
+}
+
+/// What a pod requests of the node (nothing, for one whose quantities do
+/// not parse: validation refuses those before they get here).
+fn requests(pod: &Pod) -> Requests {
+    let [cpu_millis, memory_bytes, ephemeral_storage_bytes] =
+        admission_requests(pod).unwrap_or_default();
+    Requests {
+        cpu_millis,
+        memory_bytes,
+        ephemeral_storage_bytes,
     }
 }
 

@@ -139,6 +139,7 @@ fn node_context() -> NodeContext {
             cpu_millicores: 4000,
             memory_bytes: 8 << 30,
             ephemeral_storage_bytes: Some(100 << 30),
+            pods: 110,
         },
     }
 }

@@ -130,6 +130,41 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
     }
 }
 
+/// The status of a pod admission refused, as the kubelet leaves it (its
+/// `rejectPod`, then the status manager's `TerminatePod`): phase Failed
+/// with `reason` and `Pod was rejected: <message>`, no pod IP, every
+/// container terminated as ContainerStatusUnknown (exit code 137, never
+/// started), and the Ready conditions' reason PodFailed. `input` holds no
+/// runtime containers and no ready sandbox: the pod never ran.
+pub fn rejected_pod_status(input: &StatusInput, reason: &str, message: &str) -> PodStatus {
+    let mut status = pod_status(input);
+    let unknown = K8sContainerState {
+        terminated: Some(ContainerStateTerminated {
+            exit_code: 137,
+            reason: Some("ContainerStatusUnknown".into()),
+            message: Some("The container could not be located when the pod was terminated".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let lists = [
+        &mut status.init_container_statuses,
+        &mut status.container_statuses,
+    ];
+    for s in lists.into_iter().flatten().flatten() {
+        s.state = Some(unknown.clone());
+        (s.ready, s.started) = (false, Some(false));
+    }
+    let init = status.init_container_statuses.clone().unwrap_or_default();
+    let app = status.container_statuses.clone().unwrap_or_default();
+    status.conditions = Some(conditions(input, &init, &app, FAILED));
+    status.phase = Some(FAILED.into());
+    status.reason = Some(reason.into());
+    status.message = Some(format!("Pod was rejected: {message}"));
+    (status.pod_ip, status.pod_ips) = (None, None);
+    status
+}
+
 /// The app containers' statuses sorted by name, as the kubelet lists them
 /// (its `SortedContainerStatuses`); init containers keep spec order.
 fn by_name(mut statuses: Vec<K8sContainerStatus>) -> Vec<K8sContainerStatus> {

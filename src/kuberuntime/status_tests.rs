@@ -1318,3 +1318,54 @@ proptest! {
         prop_assert!(serde_json::to_string(&s).is_ok());
     }
 }
+
+#[test]
+fn a_rejected_pod_is_failed_with_its_containers_unknown_and_no_ip() {
+    let mut case = Case::new(pod("Always", &[], &["b", "a"]), vec![]);
+    case.sandbox_ready = false;
+    case.pod_ip = "";
+    let input = StatusInput {
+        pod: &case.pod,
+        sandbox_ready: false,
+        pod_ip: "",
+        host_ip: "192.168.1.5",
+        containers: &[],
+        waiting: &case.waiting,
+        probes: &case.probes,
+        messages: &case.messages,
+        start_time: ts(50),
+        runtime_name: "containerd",
+        previous: None,
+        now: ts(60),
+    };
+    let s = rejected_pod_status(&input, "UnexpectedAdmissionError", "no room");
+    assert_eq!(s.phase.as_deref(), Some("Failed"));
+    assert_eq!(s.reason.as_deref(), Some("UnexpectedAdmissionError"));
+    assert_eq!(s.message.as_deref(), Some("Pod was rejected: no room"));
+    assert_eq!(
+        (s.pod_ip.as_ref(), s.host_ip.as_deref()),
+        (None, Some("192.168.1.5"))
+    );
+    let names: Vec<&str> = (s.container_statuses.iter().flatten())
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    for c in s.container_statuses.iter().flatten() {
+        let t = terminated(c.state.as_ref());
+        assert_eq!(
+            (t.exit_code, t.reason.as_deref()),
+            (137, Some("ContainerStatusUnknown"))
+        );
+        assert_eq!((c.ready, c.started), (false, Some(false)));
+    }
+    for kind in [READY, CONTAINERS_READY] {
+        let c = condition(&s, kind);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_deref()),
+            ("False", Some("PodFailed"))
+        );
+        assert_eq!(c.message, None);
+    }
+    assert_eq!(condition(&s, POD_READY_TO_START_CONTAINERS).status, "False");
+    assert_eq!(condition(&s, INITIALIZED).status, "True");
+}

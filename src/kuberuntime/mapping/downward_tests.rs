@@ -14,6 +14,7 @@ fn node() -> NodeContext {
             cpu_millicores: 3500,
             memory_bytes: 8 << 30,
             ephemeral_storage_bytes: None,
+            pods: 110,
         },
         ..Default::default()
     }

@@ -56,6 +56,7 @@ use security::{
 };
 
 pub use container::{ContainerStart, ImageUser, container_config};
+pub use pod_resources::admission_requests;
 pub use resources::hugepage_unit_size;
 pub use sandbox::{host_name_and_domain, sandbox_config, wants_cluster_dns};
 pub use service_env::service_env;
@@ -128,7 +129,7 @@ pub struct NodeCgroups {
     pub swap_controller: bool,
 }
 
-/// The Node's allocatable cpu, memory and ephemeral storage, as
+/// The Node's allocatable cpu, memory, ephemeral storage and pods, as
 /// `status.allocatable` reports them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeAllocatable {
@@ -136,6 +137,8 @@ pub struct NodeAllocatable {
     pub memory_bytes: i64,
     /// `None` when the Node reports no ephemeral-storage.
     pub ephemeral_storage_bytes: Option<i64>,
+    /// How many pods the node admits (`--max-pods`, `--pods-per-core`).
+    pub pods: i64,
 }
 
 /// Why a pod cannot be mapped; each names the pod full name and the field.

@@ -31,6 +31,7 @@ fn lab() -> NodeContext {
             cpu_millicores: 2000,
             memory_bytes: 25_275_973_632,
             ephemeral_storage_bytes: Some(270_553_174_016),
+            pods: 110,
         },
         ..Default::default()
     }

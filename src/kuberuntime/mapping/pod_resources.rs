@@ -13,7 +13,7 @@
 //! millicore or a byte before summing (the kubelet sums exact decimals, so
 //! sub-millicore amounts may round differently; no manifest writes them).
 
-use super::resources::{Amounts, amounts, linux_resources};
+use super::resources::{Amounts, amounts, linux_resources, quantity_of};
 use super::*;
 
 /// `linux.resources`: shares from the pod's cpu request (its limit when no
@@ -39,8 +39,18 @@ pub(super) fn sandbox_overhead(
     ctx: &NodeContext,
     pod: &Pod,
 ) -> Result<LinuxContainerResources, MappingError> {
-    let Some(overhead) = &spec(pod).overhead else {
+    if spec(pod).overhead.is_none() {
         return Ok(LinuxContainerResources::default());
+    }
+    let [cpu, memory, _] = sandbox_overhead_amounts(pod)?;
+    Ok(linux_resources(ctx, Some(cpu), cpu, memory))
+}
+
+/// `spec.overhead`'s cpu (millicores), memory and ephemeral storage
+/// (bytes), 0 where unset.
+fn sandbox_overhead_amounts(pod: &Pod) -> Result<[i64; 3], MappingError> {
+    let Some(overhead) = &spec(pod).overhead else {
+        return Ok([0; 3]);
     };
     let get = |res: &str| -> Result<i64, MappingError> {
         let Some(text) = overhead.get(res).map(|q| q.0.as_str()) else {
@@ -56,8 +66,7 @@ pub(super) fn sandbox_overhead(
         v.filter(|v| *v >= 0)
             .ok_or_else(|| invalid(pod, &field, text, "must be 0 or more and fit an int64"))
     };
-    let cpu = get("cpu")?;
-    Ok(linux_resources(ctx, Some(cpu), cpu, get("memory")?))
+    Ok([get("cpu")?, get("memory")?, get("ephemeral-storage")?])
 }
 
 /// One resource summed over the pod as the kubelet sums it; `None` when no
@@ -67,6 +76,30 @@ fn pod_sum(
     pod: &Pod,
     amount: impl Fn(&Amounts) -> Option<i64>,
 ) -> Result<Option<i64>, MappingError> {
+    pod_sum_of(pod, |c| Ok(amount(&amounts(pod, c)?)))
+}
+
+/// What the pod requests of the node, as the kubelet's admission sums it
+/// (`PodRequests` with the pod's overhead): cpu in millicores, memory and
+/// ephemeral storage in bytes, a request taking its limit when unset.
+pub fn admission_requests(pod: &Pod) -> Result<[i64; 3], MappingError> {
+    let ephemeral = |c: &Container| -> Result<Option<i64>, MappingError> {
+        let limit = quantity_of(pod, c, "limits", "ephemeral-storage")?;
+        Ok(quantity_of(pod, c, "requests", "ephemeral-storage")?.or(limit))
+    };
+    let overhead = sandbox_overhead_amounts(pod)?;
+    Ok([
+        pod_sum(pod, |a| a.cpu_request)?.unwrap_or(0) + overhead[0],
+        pod_sum(pod, |a| a.memory_request)?.unwrap_or(0) + overhead[1],
+        pod_sum_of(pod, ephemeral)?.unwrap_or(0) + overhead[2],
+    ])
+}
+
+/// One resource summed over the pod, from each container's amount.
+fn pod_sum_of(
+    pod: &Pod,
+    amount_of: impl Fn(&Container) -> Result<Option<i64>, MappingError>,
+) -> Result<Option<i64>, MappingError> {
     let add = |a: Option<i128>, b: Option<i64>| match (a, b) {
         (None, None) => None,
         (a, b) => Some(a.unwrap_or(0) + b.map_or(0, i128::from)),
@@ -74,11 +107,11 @@ fn pod_sum(
     let spec = spec(pod);
     let mut pod_total: Option<i128> = None;
     for c in &spec.containers {
-        pod_total = add(pod_total, amount(&amounts(pod, c)?));
+        pod_total = add(pod_total, amount_of(c)?);
     }
     let (mut sidecars, mut init_max): (Option<i128>, Option<i128>) = (None, None);
     for c in spec.init_containers.iter().flatten() {
-        let own = amount(&amounts(pod, c)?);
+        let own = amount_of(c)?;
         let while_running = if c.restart_policy.as_deref() == Some("Always") {
             pod_total = add(pod_total, own);
             sidecars = add(sidecars, own);
