@@ -344,6 +344,12 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         }
         None => ServiceLister::standalone(),
     };
+    let runtime_classes = match &client {
+        Some(client) => {
+            crilet::kubeapi::runtime_class::RuntimeClassLookup::new(Arc::new(client.clone()))
+        }
+        None => crilet::kubeapi::runtime_class::RuntimeClassLookup::standalone(),
+    };
     let agent = Agent {
         runtime: runtime.clone(),
         statuses,
@@ -358,6 +364,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         container_events: settings.evented_pleg,
         events: events.clone(),
         services,
+        runtime_classes,
     };
     let runtime_version = format!("{}://{}", version.runtime_name, version.runtime_version);
     let node_runtime_version = crilet::nodestatus::node::container_runtime_version(

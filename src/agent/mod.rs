@@ -86,6 +86,8 @@ pub struct Agent {
     /// The Services the node knows of, for the containers' service
     /// variables ([`ServiceLister::standalone`] without an API server).
     pub services: ServiceLister,
+    /// The RuntimeClasses, for the sandboxes' runtime handler.
+    pub runtime_classes: crate::kubeapi::runtime_class::RuntimeClassLookup,
 }
 
 impl Agent {
@@ -146,6 +148,7 @@ impl Agent {
             image_pulls: Default::default(),
             events: self.events.clone(),
             services: self.services.clone(),
+            runtime_classes: self.runtime_classes.clone(),
         });
         // Until the sync loop publishes, readers (the mirror manager, the
         // container GC) see every source unseen and delete nothing.

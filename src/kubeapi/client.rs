@@ -14,6 +14,7 @@ use std::time::Duration;
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, Service};
+use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::{WatchStreamExt, utils::Backoff, watcher};
 use serde_json::Value;
@@ -126,6 +127,8 @@ pub trait MirrorClient: Send + Sync {
     async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> Result<()>;
     /// Reads a pod; None if there is none.
     async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>>;
+    /// Reads a RuntimeClass; None if there is none.
+    async fn get_runtime_class(&self, name: &str) -> Result<Option<RuntimeClass>>;
     /// Sends `patch`, a strategic merge patch (`{"status": ...}`, and any
     /// `metadata.uid` / `metadata.resourceVersion` preconditions), to the
     /// pod's status subresource; returns the pod as stored.
@@ -417,6 +420,14 @@ impl MirrorClient for KubeMirrorClient {
             .get_opt(name)
             .await
             .map_err(api_err(format!("reading pod {namespace}/{name}")))
+    }
+
+    async fn get_runtime_class(&self, name: &str) -> Result<Option<RuntimeClass>> {
+        let classes: Api<RuntimeClass> = Api::all(self.client.clone());
+        classes
+            .get_opt(name)
+            .await
+            .map_err(api_err(format!("reading RuntimeClass {name}")))
     }
 
     async fn patch_pod_status(&self, namespace: &str, name: &str, patch: &Value) -> Result<Pod> {

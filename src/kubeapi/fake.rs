@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod};
+use k8s_openapi::api::node::v1::RuntimeClass;
 use serde_json::Value;
 
 use super::client::{MirrorClient, MirrorError, NodeEvent, PodEvent, Result, ServiceEvent};
@@ -20,6 +21,7 @@ struct State {
     nodes: BTreeMap<String, Node>,
     pods: BTreeMap<(String, String), Pod>,
     leases: BTreeMap<String, Lease>,
+    runtime_classes: BTreeMap<String, RuntimeClass>,
     calls: Vec<String>,
     fail: Vec<&'static str>,
 }
@@ -57,6 +59,20 @@ impl FakeMirrorClient {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         self.service_watches.lock().unwrap().push_back(rx);
         tx
+    }
+
+    /// Adds a RuntimeClass naming `handler`, as an admin's create.
+    pub fn add_runtime_class(&self, name: &str, handler: &str) {
+        let class = RuntimeClass {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            handler: handler.into(),
+            ..Default::default()
+        };
+        let mut s = self.state.lock().unwrap();
+        s.runtime_classes.insert(name.into(), class);
     }
 
     /// Removes a node, as an admin's delete.
@@ -188,6 +204,11 @@ impl MirrorClient for FakeMirrorClient {
             s.pods.remove(&k);
         }
         Ok(())
+    }
+
+    async fn get_runtime_class(&self, name: &str) -> Result<Option<RuntimeClass>> {
+        let s = self.enter("get_runtime_class", name)?;
+        Ok(s.runtime_classes.get(name).cloned())
     }
 
     async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>> {

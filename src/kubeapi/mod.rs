@@ -2,9 +2,9 @@
 //! `MirrorClient` trait crilet's subsystems speak (the Node, its Lease, mirror
 //! pods, API pods bound to the node, Services, Events), its kube-rs client, a
 //! recording fake for unit tests, the strategic merge patches the status
-//! writes are sent as (`strategic_merge`, pure), and the Services the node
+//! writes are sent as (`strategic_merge`, pure), the Services the node
 //! knows of (the kubelet's service informer: `service_store`, pure, and its
-//! driver `service_watch`).
+//! driver `service_watch`), and the RuntimeClass lookup (`runtime_class`).
 //!
 //! Invariant: imports no subsystem; kube-rs types stay behind the trait's
 //! k8s-openapi objects and `MirrorError`.
@@ -12,6 +12,7 @@
 pub mod client;
 pub mod fake;
 pub mod retry;
+pub mod runtime_class;
 pub mod service_store;
 pub mod service_watch;
 pub mod strategic_merge;

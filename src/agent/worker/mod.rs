@@ -87,6 +87,8 @@ pub struct WorkerContext {
     /// The Services the node knows of, for the containers' service
     /// variables (none on a node without an API server).
     pub services: ServiceLister,
+    /// The RuntimeClasses, for the sandboxes' runtime handler.
+    pub runtime_classes: crate::kubeapi::runtime_class::RuntimeClassLookup,
 }
 
 impl WorkerContext {

@@ -51,6 +51,21 @@ impl Worker {
             op: "RunPodSandbox",
             message: e.to_string(),
         })?;
+        // After the config and the log directory, as the kubelet's
+        // createPodSandbox looks the handler up.
+        let mut config = config;
+        let class = (pod.spec.as_ref()).and_then(|s| s.runtime_class_name.as_deref());
+        match self.ctx.runtime_classes.handler(class).await {
+            Ok(handler) => config.runtime_handler = handler,
+            Err(message) => {
+                let event = kubelet_events::failed_create_pod_sandbox(&message);
+                self.ctx.events.event(&EventObject::pod(pod), event);
+                return Err(RuntimeError::Refused {
+                    op: "RunPodSandbox",
+                    message,
+                });
+            }
+        }
         match rt.run_pod_sandbox(&config).await {
             Ok(id) => Ok(id),
             Err(e) => {

@@ -77,6 +77,7 @@ pub(crate) fn test_context(
         image_pulls: Default::default(),
         events: Arc::new(crate::events::recorder::NoopRecorder),
         services: ServiceLister::standalone(),
+        runtime_classes: crate::kubeapi::runtime_class::RuntimeClassLookup::standalone(),
     }
 }
 
@@ -382,4 +383,50 @@ async fn an_app_container_that_cannot_be_created_holds_back_none_of_the_others()
         .unwrap();
     let names: Vec<&str> = list.iter().map(|c| c.metadata.name.as_str()).collect();
     assert_eq!(names, ["second"]);
+}
+
+#[tokio::test]
+async fn the_sandbox_runs_with_the_runtime_class_handler_and_a_missing_class_holds_it_back() {
+    use crate::kubeapi::fake::FakeMirrorClient;
+    use crate::kubeapi::runtime_class::RuntimeClassLookup;
+    let root = tempfile::tempdir().unwrap();
+    let rt = fake();
+    let api = Arc::new(FakeMirrorClient::new());
+    api.add_runtime_class("sandboxed", "runc-restrict-oom");
+    let (done, _) = mpsc::unbounded_channel();
+    let handlers = Arc::new(FakeHandlers::new());
+    let mut ctx = test_context(
+        rt.clone(),
+        root.path(),
+        handlers,
+        done,
+        jiff::Timestamp::now(),
+    );
+    ctx.runtime_classes = RuntimeClassLookup::new(api.clone());
+    let ctx = Arc::new(ctx);
+    let new_worker = || {
+        let (n, c) = (Arc::new(Notify::new()), CancellationToken::new());
+        Worker::new(ctx.clone(), n, c, CancellationToken::new())
+    };
+
+    let mut missing = pod(serde_json::json!({}), serde_json::json!([]));
+    missing.spec.as_mut().unwrap().runtime_class_name = Some("parity-missing".into());
+    let err = new_worker().sync(&missing).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("runtimeclass.node.k8s.io \"parity-missing\" not found"),
+        "{err}"
+    );
+    let sandboxes = rt.list_pod_sandbox(&Default::default()).await.unwrap();
+    assert!(sandboxes.is_empty(), "{sandboxes:?}");
+
+    let mut classed = missing.clone();
+    classed.spec.as_mut().unwrap().runtime_class_name = Some("sandboxed".into());
+    new_worker().sync(&classed).await.unwrap();
+    let sandboxes = rt.list_pod_sandbox(&Default::default()).await.unwrap();
+    let handlers: Vec<&str> = sandboxes
+        .iter()
+        .map(|s| s.runtime_handler.as_str())
+        .collect();
+    assert_eq!(handlers, ["runc-restrict-oom"]);
 }

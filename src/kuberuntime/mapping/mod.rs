@@ -25,7 +25,8 @@
 //!
 //! Kubelet behaviour deliberately left out (a pure mapping cannot do it, or
 //! crilet has no use for it):
-//! - RuntimeClass: `runtime_handler` stays empty (the default handler);
+//! - RuntimeClass: `runtime_handler` stays empty here; the worker sets it
+//!   from the API server's RuntimeClass (`kubeapi::runtime_class`);
 //! - a cluster DNS: crilet has none, so ClusterFirst and
 //!   ClusterFirstWithHostNet fall back to the node's resolver, as the
 //!   kubelet does when started without `--cluster-dns`;
