@@ -16,6 +16,7 @@ use crate::compare::Snapshot;
 use crate::cri_decode::request_json;
 use crate::cri_proxy::CriCall;
 use crate::lab::{Lab, event_of_node};
+use crate::normalize;
 
 /// `<namespace>/<pod>` and `<namespace>/<pod>/<container>` for the IDs
 /// the runtime holds.
@@ -108,7 +109,15 @@ pub fn cri_objects(calls: &[CriCall], names: &Names, out: &mut Snapshot) {
                 let object = request
                     .as_object_mut()
                     .expect("a decoded request is an object");
-                let sandbox = object.remove("sandbox_config");
+                // The kubelet orders a pod's DNS options anew for each call.
+                let sandbox = object.remove("sandbox_config").map(|mut s| {
+                    normalize::sort_dns_options(&mut s);
+                    s
+                });
+                let run = run.map(|mut r| {
+                    normalize::sort_dns_options(&mut r);
+                    r
+                });
                 object.remove("pod_sandbox_id");
                 object.insert(
                     "sandbox_config_is_the_run_config".into(),

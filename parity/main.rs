@@ -197,6 +197,7 @@ fn compare_runs(lab: &Lab, raw: [serde_json::Value; 2]) {
         let mut snapshot: Snapshot = serde_json::from_value(raw["objects"].clone()).unwrap();
         for (key, value) in snapshot.iter_mut() {
             n.normalize(value);
+            normalize::sort_dns_options(value);
             if ["pods ", "mirror ", "node", "lease", "events"]
                 .iter()
                 .any(|p| key.starts_with(p))

@@ -241,6 +241,29 @@ pub fn sort_process_env(value: &mut Json) {
     }
 }
 
+/// Every DNS config's `options` (`dns_config`, `dnsConfig`), anywhere in
+/// `value`, sorted: the kubelet merges a pod's options with the resolver's
+/// in a Go map (`mergeDNSOptions` in `pkg/kubelet/network/dns`), so their
+/// order changes from one call to the next, even between a pod's
+/// RunPodSandbox and its CreateContainer; the resolver reads them in any
+/// order.
+pub fn sort_dns_options(value: &mut Json) {
+    match value {
+        Json::Object(map) => {
+            for (key, child) in map.iter_mut() {
+                if key == "dns_config" || key == "dnsConfig" {
+                    if let Some(Json::Array(options)) = child.get_mut("options") {
+                        options.sort_by(|a, b| a.to_string().cmp(&b.to_string()));
+                    }
+                }
+                sort_dns_options(child);
+            }
+        }
+        Json::Array(items) => items.iter_mut().for_each(sort_dns_options),
+        _ => {}
+    }
+}
+
 /// Zero times stay as they are: "never" is not a time to hide.
 fn is_zero(v: &Json) -> bool {
     match v {
@@ -375,5 +398,25 @@ mod tests {
         let before = v.clone();
         n.normalize(&mut v);
         assert_eq!(v, before);
+    }
+
+    #[test]
+    fn dns_options_are_sorted_wherever_a_dns_config_holds_them() {
+        let mut v = serde_json::json!({
+            "config": {"dns_config": {"options": ["ndots:2", "edns0"], "servers": ["b", "a"]}},
+            "spec": {"dnsConfig": {"options": [{"name": "ndots"}, {"name": "edns0"}]}},
+            "other": {"options": ["b", "a"]}
+        });
+        sort_dns_options(&mut v);
+        assert_eq!(
+            v["config"]["dns_config"]["options"],
+            serde_json::json!(["edns0", "ndots:2"])
+        );
+        assert_eq!(
+            v["config"]["dns_config"]["servers"],
+            serde_json::json!(["b", "a"])
+        );
+        assert_eq!(v["spec"]["dnsConfig"]["options"][0]["name"], "edns0");
+        assert_eq!(v["other"]["options"], serde_json::json!(["b", "a"]));
     }
 }
