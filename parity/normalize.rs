@@ -253,7 +253,7 @@ pub fn sort_dns_options(value: &mut Json) {
             for (key, child) in map.iter_mut() {
                 if key == "dns_config" || key == "dnsConfig" {
                     if let Some(Json::Array(options)) = child.get_mut("options") {
-                        options.sort_by(|a, b| a.to_string().cmp(&b.to_string()));
+                        options.sort_by_key(|a| a.to_string());
                     }
                 }
                 sort_dns_options(child);
