@@ -164,9 +164,26 @@ pub fn until_torn_down(lab: &Lab) {
             .then_some(())
     });
     if down.is_none() {
+        // What is left, by name, so the report says whose teardown hung.
+        let left = |args: &[&str]| lab.crictl(args).unwrap_or_default().replace('\n', " ");
+        let mirrors = lab
+            .kubectl(&[
+                "get",
+                "pods",
+                "-A",
+                "--field-selector",
+                &selector,
+                "-o",
+                "name",
+            ])
+            .unwrap_or_default()
+            .replace('\n', " ");
         eprintln!(
-            "parity [{}]: pods or mirror pods still up 90 s after their manifests were removed",
-            lab.runtime
+            "parity [{}]: pods or mirror pods still up 90 s after their manifests were removed: \
+             ready sandboxes [{}], running containers [{}], mirror pods [{mirrors}]",
+            lab.runtime,
+            left(&["pods", "--state", "ready", "-o", "table"]).trim(),
+            left(&["ps", "--state", "running", "-o", "table"]).trim(),
         );
     }
 }

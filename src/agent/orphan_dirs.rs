@@ -185,7 +185,8 @@ impl Sweeper {
         let mut removed = Vec::new();
         for dir in dirs {
             let shown = dir.display().to_string();
-            match std::fs::remove_dir_all(&dir) {
+            // A pod directory's subPath binds are unmounted first (or it is kept).
+            match crate::volume::subpath::remove_pod_dir(&dir) {
                 Ok(()) => removed.push(shown),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => self.warn(shown, e),

@@ -14,6 +14,7 @@ use crate::volume::empty_dir::{self, EmptyDir};
 use crate::volume::etc_hosts::mounts_hosts_file;
 use crate::volume::etc_hosts_file::{HostsFile, NODE_HOSTS_FILE, ensure_hosts_file};
 use crate::volume::hostpath::check_volumes;
+use crate::volume::subpath;
 
 impl Worker {
     pub(super) async fn create_sandbox(
@@ -187,6 +188,20 @@ impl Worker {
                 );
                 refused(e)
             })?;
+        // The subPath binds, as the kubelet's makeMounts makes them (a
+        // failure is a CreateContainerConfigError).
+        let binds =
+            mapping::subpath_binds(&self.ctx.node, pod, &container, &start).map_err(refused)?;
+        for bind in binds {
+            let made = subpath::prepare(&bind.volume_path, &bind.sub_path, &bind.target);
+            if let Err(e) = made {
+                let what = format!(
+                    "failed to prepare subPath for volumeMount of container {name:?}: {}: {e}",
+                    bind.sub_path.display()
+                );
+                return Err(self.config_error(pod, name, what));
+            }
+        }
         // The kubelet makes <pod log dir>/<container> before CreateContainer:
         // containerd creates it itself, CRI-O's conmon does not and fails
         // with "Failed to open log file".

@@ -190,8 +190,9 @@ pub(super) fn remove_dirs(node: &NodeContext, uid: &str, pod: Option<&Pod>) {
             pod::uid(p),
         ))
     });
+    // The pod directory holds its subPath binds: unmounted first, or kept.
     for dir in pod_dir.into_iter().chain(log_dir).chain(legacy_log_dir) {
-        if let Err(e) = std::fs::remove_dir_all(&dir) {
+        if let Err(e) = crate::volume::subpath::remove_pod_dir(&dir) {
             if e.kind() != std::io::ErrorKind::NotFound {
                 tracing::warn!(dir = %dir.display(), error = %e, "could not remove pod directory");
             }

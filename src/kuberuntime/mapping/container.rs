@@ -57,6 +57,21 @@ impl<'a> ImageUser<'a> {
     }
 }
 
+/// The subPath binds `container` needs made before CreateContainer (see
+/// [`SubPathBind`]), with its subPathExpr expanded as [`container_config`]
+/// expands it.
+pub fn subpath_binds(
+    ctx: &NodeContext,
+    pod: &Pod,
+    container: &Container,
+    start: &ContainerStart,
+) -> Result<Vec<SubPathBind>, MappingError> {
+    let field = container_field(pod, &container.name);
+    let envs = environment(ctx, pod, container, start.pod_ip, start.service_env, &field)?;
+    let privileged = is_privileged(container);
+    Ok(mounts_and_binds(ctx, pod, container, &envs, privileged, &field)?.1)
+}
+
 /// `etc_hosts` is the pod's managed hosts file when this container gets
 /// it (the worker decides, as the kubelet's `makeMounts`, and writes it);
 /// `service_env` the pod's service variables ([`service_env`]), empty on a

@@ -123,8 +123,9 @@ pub(super) fn value_from(
 }
 
 /// hostPath and emptyDir volumes (a volume with no source is an emptyDir,
-/// as API defaulting makes it); subPath/subPathExpr are joined after the
-/// kubelet's checks (relative, no "..").
+/// as API defaulting makes it). A mount with a subPath (or subPathExpr,
+/// after the kubelet's checks: relative, no "..") mounts its bind target
+/// ([`SubPathBind`]), as the kubelet's does.
 pub(super) fn mounts(
     ctx: &NodeContext,
     pod: &Pod,
@@ -133,9 +134,44 @@ pub(super) fn mounts(
     privileged: bool,
     field: &str,
 ) -> Result<Vec<Mount>, MappingError> {
+    Ok(mounts_and_binds(ctx, pod, c, envs, privileged, field)?.0)
+}
+
+/// A subPath mount's bind (the kubelet's `prepareSubpathTarget`): the
+/// worker bind-mounts `volume_path`/`sub_path`, opened without leaving the
+/// volume, on `target`, `<root>/pods/<uid>/volume-subpaths/<volume>/
+/// <container>/<index of the mount in volumeMounts>`, and the container
+/// mounts `target`. A symlink swapped into the volume after the check then
+/// cannot lead the runtime out of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubPathBind {
+    pub volume_path: PathBuf,
+    /// Relative, without "..".
+    pub sub_path: PathBuf,
+    pub target: PathBuf,
+}
+
+/// `<root>/pods/<uid>/volume-subpaths`: every subPath bind of the pod.
+pub fn volume_subpaths_dir(ctx: &NodeContext, pod_uid: &str) -> PathBuf {
+    ctx.root_dir
+        .join("pods")
+        .join(pod_uid)
+        .join("volume-subpaths")
+}
+
+/// The mounts, and the subPath binds they need made first.
+pub(super) fn mounts_and_binds(
+    ctx: &NodeContext,
+    pod: &Pod,
+    c: &Container,
+    envs: &[(String, String)],
+    privileged: bool,
+    field: &str,
+) -> Result<(Vec<Mount>, Vec<SubPathBind>), MappingError> {
     let volumes = spec(pod).volumes.iter().flatten();
     let mut out = Vec::new();
-    for vm in c.volume_mounts.iter().flatten() {
+    let mut binds = Vec::new();
+    for (index, vm) in c.volume_mounts.iter().flatten().enumerate() {
         let field = format!("{field}.volumeMounts{{{}}}", vm.name);
         let Some(volume) = volumes.clone().find(|v| v.name == vm.name) else {
             return Err(invalid(
@@ -199,7 +235,15 @@ pub(super) fn mounts(
         let host_path = if sub.is_empty() {
             base
         } else {
-            base.join(sub_path)
+            let target = (volume_subpaths_dir(ctx, uid(pod)).join(&volume.name))
+                .join(&c.name)
+                .join(index.to_string());
+            binds.push(SubPathBind {
+                volume_path: base,
+                sub_path: sub_path.to_path_buf(),
+                target: target.clone(),
+            });
+            target
         };
         out.push(Mount {
             container_path: vm.mount_path.clone(),
@@ -209,5 +253,5 @@ pub(super) fn mounts(
             propagation,
         });
     }
-    Ok(out)
+    Ok((out, binds))
 }

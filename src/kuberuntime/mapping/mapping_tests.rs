@@ -842,6 +842,8 @@ fn container_mounts() {
         {"name": "claim", "persistentVolumeClaim": {"claimName": "c"}},
     ]);
     let empty = format!("/var/lib/crilet/pods/{UID}/volumes/kubernetes.io~empty-dir");
+    // A subPath mount mounts its bind target (the only mount: index 0).
+    let bind = |volume: &str| format!("/var/lib/crilet/pods/{UID}/volume-subpaths/{volume}/app/0");
     let mount = |container_path: &str, host_path: String, readonly, propagation| Mount {
         container_path: container_path.into(),
         host_path,
@@ -861,21 +863,11 @@ fn container_mounts() {
         ),
         (
             json!({"name": "host", "mountPath": "/data", "readOnly": true, "subPath": "a/b"}),
-            mount(
-                "/data",
-                "/srv/data/a/b".into(),
-                true,
-                MountPropagation::Private,
-            ),
+            mount("/data", bind("host"), true, MountPropagation::Private),
         ),
         (
             json!({"name": "host", "mountPath": "/d", "subPathExpr": "logs/$(POD)"}),
-            mount(
-                "/d",
-                "/srv/data/logs/web-node-1".into(),
-                false,
-                MountPropagation::Private,
-            ),
+            mount("/d", bind("host"), false, MountPropagation::Private),
         ),
         (
             json!({"name": "host", "mountPath": "/d", "mountPropagation": "HostToContainer"}),
@@ -897,12 +889,7 @@ fn container_mounts() {
         ),
         (
             json!({"name": "bare", "mountPath": "/b", "subPath": "x"}),
-            mount(
-                "/b",
-                format!("{empty}/bare/x"),
-                false,
-                MountPropagation::Private,
-            ),
+            mount("/b", bind("bare"), false, MountPropagation::Private),
         ),
     ];
     let env = json!([{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]);
@@ -1734,4 +1721,49 @@ proptest! {
             prop_assert_eq!(out, input);
         }
     }
+}
+
+#[test]
+fn subpath_binds_name_the_source_in_its_volume_and_the_target_by_mount_index() {
+    let volumes = json!([
+        {"name": "host", "hostPath": {"path": "/srv/data"}},
+        {"name": "scratch", "emptyDir": {}},
+    ]);
+    let env = json!([{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]);
+    let mounts = json!([
+        {"name": "scratch", "mountPath": "/tmp"},
+        {"name": "host", "mountPath": "/d", "subPathExpr": "logs/$(POD)"},
+        {"name": "scratch", "mountPath": "/s", "subPath": "x"},
+    ]);
+    let p = pod_one(
+        json!({"volumeMounts": mounts, "env": env}),
+        json!({"volumes": volumes}),
+    );
+    let container = &p.spec.as_ref().unwrap().containers[0];
+    let start = ContainerStart {
+        restart_count: 0,
+        attempt: 0,
+        pod_ip: "",
+        image_ref: "",
+        image_user: None,
+        etc_hosts: None,
+        service_env: &[],
+    };
+    let binds = subpath_binds(&ctx(), &p, container, &start).unwrap();
+    let pods = format!("/var/lib/crilet/pods/{UID}");
+    assert_eq!(
+        binds,
+        [
+            SubPathBind {
+                volume_path: "/srv/data".into(),
+                sub_path: "logs/web-node-1".into(),
+                target: format!("{pods}/volume-subpaths/host/app/1").into(),
+            },
+            SubPathBind {
+                volume_path: format!("{pods}/volumes/kubernetes.io~empty-dir/scratch").into(),
+                sub_path: "x".into(),
+                target: format!("{pods}/volume-subpaths/scratch/app/2").into(),
+            },
+        ]
+    );
 }

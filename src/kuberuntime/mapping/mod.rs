@@ -49,14 +49,15 @@ mod service_env;
 pub use crate::logs::layout::container_log_path;
 use crate::logs::layout::{LogDirs, pod_log_dir_under};
 pub(crate) use crate::units::expansion::expand;
-use env::{environment, mounts};
+pub use env::{SubPathBind, volume_subpaths_dir};
+use env::{environment, mounts, mounts_and_binds};
 use resources::{amounts, resources};
 use sandbox::{namespace_options, supplemental_groups};
 use security::{
     SECCOMP_PROFILE, container_security, is_privileged, seccomp_spec, security_profile,
 };
 
-pub use container::{ContainerStart, ImageUser, container_config};
+pub use container::{ContainerStart, ImageUser, container_config, subpath_binds};
 pub use pod_resources::admission_requests;
 pub use resources::hugepage_unit_size;
 pub use sandbox::{host_name_and_domain, sandbox_config, wants_cluster_dns};
