@@ -78,6 +78,7 @@ async fn the_node_client_against_the_real_api_server() {
         allocatable: &capacity,
         images: vec![],
         under_pressure: &none,
+        runtime_handlers: &[],
     };
     let status = node_status(&inputs(10250), &[], now);
     let created = client

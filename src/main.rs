@@ -250,6 +250,16 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
             }
         }
     };
+    // The runtime's handlers and their features, read once at start (the
+    // kubelet re-reads them with each runtime status: a runtime configured
+    // anew is seen when crilet restarts).
+    let runtime_handlers = match runtime.status().await {
+        Ok(status) => status.handlers,
+        Err(e) => {
+            tracing::warn!(error = %e, "runtime status unreadable: no runtime handlers known, no recursive read-only mounts");
+            Vec::new()
+        }
+    };
     // As the kubelet: a runtime placing cgroups differently would fail
     // every pod, so a reported mismatch stops the start.
     let answer = runtime.runtime_config().await;
@@ -305,6 +315,8 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
             ephemeral_storage_bytes: allocatable.ephemeral_storage_bytes,
             pods: allocatable.pods,
         },
+        recursive_read_only_mounts: (runtime_handlers.iter())
+            .any(|h| h.name.is_empty() && h.recursive_read_only_mounts),
     };
     // Image GC collects once the runtime answers.
     tokio::spawn(image_gc.clone().run(cancel.clone()));
@@ -390,7 +402,13 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         Some(client) => {
             let manager = crilet::mirror::manager::MirrorManager {
                 client: Arc::new(client) as Arc<dyn MirrorClient>,
-                node: settings.node_facts(node_ip, node_runtime_version, capacity, allocatable),
+                node: settings.node_facts(
+                    node_ip,
+                    node_runtime_version,
+                    capacity,
+                    allocatable,
+                    runtime_handlers,
+                ),
                 node_name,
                 status_policy: settings.node_status.policy(),
                 node_inputs: crilet::nodestatus::node_sync::NodeInputs {

@@ -219,6 +219,7 @@ fn mount_to(m: &Mount) -> pb::Mount {
             MountPropagation::HostToContainer => pb::MountPropagation::PropagationHostToContainer,
             MountPropagation::Bidirectional => pb::MountPropagation::PropagationBidirectional,
         }) as i32,
+        recursive_read_only: m.recursive_read_only,
         ..Default::default()
     }
 }
@@ -236,6 +237,7 @@ fn mount_from(m: pb::Mount) -> Mount {
             Ok(pb::MountPropagation::PropagationBidirectional) => MountPropagation::Bidirectional,
             _ => MountPropagation::Private,
         },
+        recursive_read_only: m.recursive_read_only,
     }
 }
 
@@ -524,7 +526,10 @@ pub(super) fn auth_to(a: &AuthConfig) -> pb::AuthConfig {
     }
 }
 
-pub(super) fn runtime_status_from(s: pb::RuntimeStatus) -> RuntimeStatus {
+pub(super) fn runtime_status_from(
+    s: pb::RuntimeStatus,
+    handlers: Vec<pb::RuntimeHandler>,
+) -> RuntimeStatus {
     RuntimeStatus {
         conditions: s
             .conditions
@@ -534,6 +539,16 @@ pub(super) fn runtime_status_from(s: pb::RuntimeStatus) -> RuntimeStatus {
                 status: c.status,
                 reason: c.reason,
                 message: c.message,
+            })
+            .collect(),
+        handlers: (handlers.into_iter())
+            .map(|h| {
+                let features = h.features.unwrap_or_default();
+                RuntimeHandler {
+                    name: h.name,
+                    recursive_read_only_mounts: features.recursive_read_only_mounts,
+                    user_namespaces: features.user_namespaces,
+                }
             })
             .collect(),
     }

@@ -33,6 +33,17 @@ pub const NETWORK_READY: &str = "NetworkReady";
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RuntimeStatus {
     pub conditions: Vec<RuntimeCondition>,
+    /// The runtime handlers the runtime lists (empty on runtimes that list
+    /// none, such as containerd 1.6); `""` is the default handler.
+    pub handlers: Vec<RuntimeHandler>,
+}
+
+/// One runtime handler and what it supports.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RuntimeHandler {
+    pub name: String,
+    pub recursive_read_only_mounts: bool,
+    pub user_namespaces: bool,
 }
 
 impl RuntimeStatus {
@@ -263,6 +274,9 @@ pub struct Mount {
     pub readonly: bool,
     pub selinux_relabel: bool,
     pub propagation: MountPropagation,
+    /// Read-only all the way down (submounts too); only with `readonly`,
+    /// on a runtime handler that supports it.
+    pub recursive_read_only: bool,
 }
 
 /// cgroup limits of a container (cgroupfs values, as the kubelet computes them).

@@ -141,6 +141,7 @@ fn node_context() -> NodeContext {
             ephemeral_storage_bytes: Some(100 << 30),
             pods: 110,
         },
+        recursive_read_only_mounts: false,
     }
 }
 

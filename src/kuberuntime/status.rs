@@ -272,7 +272,7 @@ fn container_status(
         started: Some(probed.started),
         state: Some(state),
         last_state,
-        volume_mounts: volume_mount_statuses(spec),
+        volume_mounts: volume_mount_statuses(spec, current.map_or(&[][..], |c| &c.mounts)),
         ..K8sContainerStatus::default()
     }
 }
@@ -280,24 +280,35 @@ fn container_status(
 /// The container's `volumeMounts` as the kubelet v1.32 reports them (with
 /// its default RecursiveReadOnlyMounts gate on): from the spec, since the
 /// CRI knows no volume names, whether or not the container exists yet;
-/// `readOnly` only when true; `recursiveReadOnly` on read-only mounts
-/// only, always Disabled (crilet makes no recursive read-only mounts, as
-/// the kubelet on a runtime without them, and validation refuses Enabled).
-/// None for a container without mounts.
-fn volume_mount_statuses(spec: &Container) -> Option<Vec<VolumeMountStatus>> {
-    let mounts = spec.volume_mounts.as_deref().filter(|m| !m.is_empty())?;
+/// `readOnly` only when true; `recursiveReadOnly` on read-only mounts only,
+/// Enabled where the runtime reports the container's mount at that path
+/// recursively read-only (`mounts`, the current container's), else
+/// Disabled. None for a container without mounts.
+fn volume_mount_statuses(
+    spec: &Container,
+    mounts: &[crate::cri::types::Mount],
+) -> Option<Vec<VolumeMountStatus>> {
+    let specs = spec.volume_mounts.as_deref().filter(|m| !m.is_empty())?;
     let status = |m: &k8s_openapi::api::core::v1::VolumeMount| {
         let read_only = m.read_only == Some(true);
+        let recursive = (mounts.iter())
+            .find(|r| r.container_path == m.mount_path)
+            .is_some_and(|r| r.recursive_read_only);
+        let mode = match recursive {
+            true => RECURSIVE_READ_ONLY_ENABLED,
+            false => RECURSIVE_READ_ONLY_DISABLED,
+        };
         VolumeMountStatus {
             name: m.name.clone(),
             mount_path: m.mount_path.clone(),
             read_only: read_only.then_some(true),
-            recursive_read_only: read_only.then(|| RECURSIVE_READ_ONLY_DISABLED.to_string()),
+            recursive_read_only: read_only.then(|| mode.to_string()),
         }
     };
-    Some(mounts.iter().map(status).collect())
+    Some(specs.iter().map(status).collect())
 }
 
+const RECURSIVE_READ_ONLY_ENABLED: &str = "Enabled";
 const RECURSIVE_READ_ONLY_DISABLED: &str = "Disabled";
 
 /// Whether the status shows this exited container as waiting to start

@@ -1369,3 +1369,31 @@ fn a_rejected_pod_is_failed_with_its_containers_unknown_and_no_ip() {
     assert_eq!(condition(&s, POD_READY_TO_START_CONTAINERS).status, "False");
     assert_eq!(condition(&s, INITIALIZED).status, "True");
 }
+
+#[test]
+fn a_mount_the_runtime_made_recursively_read_only_is_enabled() {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web", "uid": "u1"},
+        "spec": {"containers": [{"name": "app", "image": "i", "volumeMounts": [
+            {"name": "ro", "mountPath": "/rro", "readOnly": true, "recursiveReadOnly": "IfPossible"},
+            {"name": "ro", "mountPath": "/ro", "readOnly": true}]}]}
+    }))
+    .unwrap();
+    let mut running = rc("app", 0, Running, 0);
+    let mount = |path: &str, recursive_read_only| crate::cri::types::Mount {
+        container_path: path.into(),
+        readonly: true,
+        recursive_read_only,
+        ..Default::default()
+    };
+    running.mounts = vec![mount("/rro", true), mount("/ro", false)];
+    let s = Case::new(pod, vec![running]).run();
+    let json = serde_json::to_value(&s).unwrap();
+    assert_eq!(
+        json["containerStatuses"][0]["volumeMounts"],
+        json!([
+            {"name": "ro", "mountPath": "/rro", "readOnly": true, "recursiveReadOnly": "Enabled"},
+            {"name": "ro", "mountPath": "/ro", "readOnly": true, "recursiveReadOnly": "Disabled"}
+        ])
+    );
+}

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{
     ContainerImage, DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints,
-    NodeSpec, NodeStatus, NodeSystemInfo, Taint,
+    NodeRuntimeHandler, NodeRuntimeHandlerFeatures, NodeSpec, NodeStatus, NodeSystemInfo, Taint,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference, Time};
 
@@ -188,6 +188,9 @@ pub struct NodeStatusInputs<'a> {
     pub allocatable: &'a NodeResources,
     pub images: Vec<ContainerImage>,
     pub under_pressure: &'a BTreeSet<PressureCondition>,
+    /// The runtime's handlers, in its order (none on a runtime that lists
+    /// none, such as containerd 1.6).
+    pub runtime_handlers: &'a [crate::cri::RuntimeHandler],
 }
 
 /// What the node reports: capacity and allocatable, the pressure
@@ -253,8 +256,25 @@ pub fn node_status(
             ..Default::default()
         }),
         images: Some(inputs.images.clone()),
+        runtime_handlers: runtime_handlers(inputs.runtime_handlers),
         ..Default::default()
     }
+}
+
+/// `runtimeHandlers`, as the kubelet v1.32 copies them from the runtime's
+/// status (its RecursiveReadOnlyMounts gate is on): each handler with its
+/// recursive read-only and user namespace support, in the runtime's order.
+fn runtime_handlers(handlers: &[crate::cri::RuntimeHandler]) -> Option<Vec<NodeRuntimeHandler>> {
+    let list: Vec<NodeRuntimeHandler> = (handlers.iter())
+        .map(|h| NodeRuntimeHandler {
+            name: Some(h.name.clone()),
+            features: Some(NodeRuntimeHandlerFeatures {
+                recursive_read_only_mounts: Some(h.recursive_read_only_mounts),
+                user_namespaces: Some(h.user_namespaces),
+            }),
+        })
+        .collect();
+    (!list.is_empty()).then_some(list)
 }
 
 /// `Ready`: True while crilet posts status (its heartbeat now), its

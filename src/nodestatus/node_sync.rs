@@ -65,6 +65,8 @@ pub struct NodeFacts {
     pub allocatable: NodeResources,
     /// The taints the Node is created with (`--register-with-taints`).
     pub register_with_taints: Vec<Taint>,
+    /// The runtime's handlers and their features (`status.runtimeHandlers`).
+    pub runtime_handlers: Vec<crate::cri::RuntimeHandler>,
 }
 
 /// How the status is computed and written.
@@ -316,6 +318,7 @@ async fn pass(
         allocatable: &facts.allocatable,
         images: state.images.clone(),
         under_pressure,
+        runtime_handlers: &facts.runtime_handlers,
     };
     if state.node.is_none() {
         match client.get_node(name).await? {

@@ -32,6 +32,7 @@ fn facts() -> NodeFacts {
             effect: "NoSchedule".into(),
             ..Default::default()
         }],
+        runtime_handlers: vec![],
     }
 }
 

@@ -28,6 +28,7 @@ fn inputs<'a>(
         allocatable: capacity,
         images: vec![],
         under_pressure: pressure,
+        runtime_handlers: &[],
     }
 }
 
@@ -316,4 +317,30 @@ fn the_runtime_version_is_read_as_a_generic_version() {
             "{version:?}"
         );
     }
+}
+
+#[test]
+fn runtime_handlers_are_listed_in_the_runtime_s_order_with_their_features() {
+    let system = NodeSystem::default();
+    let c = capacity();
+    let none = BTreeSet::new();
+    let handler = |name: &str, rro| crate::cri::RuntimeHandler {
+        name: name.into(),
+        recursive_read_only_mounts: rro,
+        user_namespaces: false,
+    };
+    let handlers = [handler("runc", true), handler("", false)];
+    let mut i = inputs(&system, &c, &none, 10250);
+    i.runtime_handlers = &handlers;
+    let status = node_status(&i, &[], t(100));
+    assert_eq!(
+        serde_json::to_value(status.runtime_handlers).unwrap(),
+        serde_json::json!([
+            {"name": "runc", "features": {"recursiveReadOnlyMounts": true, "userNamespaces": false}},
+            {"name": "", "features": {"recursiveReadOnlyMounts": false, "userNamespaces": false}}
+        ])
+    );
+    // A runtime that lists none (containerd 1.6): no field at all.
+    let status = node_status(&inputs(&system, &c, &none, 10250), &[], t(100));
+    assert_eq!(status.runtime_handlers, None);
 }

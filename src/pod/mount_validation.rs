@@ -146,12 +146,11 @@ pub(super) fn validate_container_misc(
     }
 }
 
-/// The API server's rules for `recursiveReadOnly` (a known mode; other
-/// than Disabled only on a read-only mount without propagation), then
-/// crilet's: Enabled is refused, since crilet makes no recursive
-/// read-only mounts and the kubelet, on a runtime without them, fails
-/// the container rather than mount it less read-only than asked.
-/// IfPossible is taken and means Disabled.
+/// The API server's rules for `recursiveReadOnly`: a known mode; other
+/// than Disabled only on a read-only mount without propagation. Whether the
+/// runtime can make one is the mapping's to say, when the container is
+/// created (Enabled on a runtime without them fails the container, as the
+/// kubelet fails it).
 fn recursive_read_only_problem(m: &VolumeMount) -> Option<String> {
     let mode = m.recursive_read_only.as_deref()?;
     if !RECURSIVE_READ_ONLY.contains(&mode) {
@@ -169,11 +168,7 @@ fn recursive_read_only_problem(m: &VolumeMount) -> Option<String> {
                 .into(),
         );
     }
-    (mode == "Enabled").then(|| {
-        "Forbidden: crilet makes no recursive read-only mounts (IfPossible gives a plain \
-         read-only mount)"
-            .into()
-    })
+    None
 }
 
 /// `validateLocalDescendingPath`: relative, no '..' element.

@@ -414,14 +414,12 @@ fn mount_and_container_rows() {
             "spec.containers[0].volumeMounts[0].recursiveReadOnly: Forbidden: may only be specified when mountPropagation is None or not specified",
         ),
         (
-            "recursiveReadOnly Enabled",
-            mounts(
-                json!([{"name": "v", "mountPath": "/a", "readOnly": true, "recursiveReadOnly": "IfPossible"}]),
-            ),
+            "recursiveReadOnly Enabled only read-only",
             mounts(
                 json!([{"name": "v", "mountPath": "/a", "readOnly": true, "recursiveReadOnly": "Enabled"}]),
             ),
-            "spec.containers[0].volumeMounts[0].recursiveReadOnly: Forbidden: crilet makes no recursive read-only mounts",
+            mounts(json!([{"name": "v", "mountPath": "/a", "recursiveReadOnly": "Enabled"}])),
+            "spec.containers[0].volumeMounts[0].recursiveReadOnly: Forbidden: may only be specified when readOnly is true",
         ),
         (
             "Bidirectional needs privileged",

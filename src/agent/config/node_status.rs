@@ -294,6 +294,7 @@ impl super::Settings {
         runtime_version: String,
         capacity: NodeResources,
         allocatable: NodeResources,
+        runtime_handlers: Vec<crate::cri::RuntimeHandler>,
     ) -> crate::nodestatus::node_sync::NodeFacts {
         crate::nodestatus::node_sync::NodeFacts {
             name: String::new(),
@@ -306,6 +307,7 @@ impl super::Settings {
             register_with_taints: (self.register_with_taints.iter())
                 .map(super::NodeTaint::to_api)
                 .collect(),
+            runtime_handlers,
         }
     }
 }

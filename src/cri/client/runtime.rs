@@ -39,7 +39,7 @@ impl Runtime for CriRuntime {
         let status = r
             .status
             .ok_or_else(|| self.malformed("Status", "no status"))?;
-        Ok(runtime_status_from(status))
+        Ok(runtime_status_from(status, r.runtime_handlers))
     }
 
     async fn runtime_config(&self) -> Result<Option<CgroupDriver>> {

@@ -27,6 +27,7 @@ impl Runtime for FakeRuntime {
         };
         Ok(RuntimeStatus {
             conditions: vec![cond(RUNTIME_READY), cond(NETWORK_READY)],
+            handlers: Vec::new(),
         })
     }
 

@@ -167,6 +167,7 @@ fn termination_message_mount(
         host_path: file.to_string_lossy().into_owned(),
         readonly: false,
         selinux_relabel: false,
+        recursive_read_only: false,
         propagation: MountPropagation::Private,
     })
 }
@@ -180,6 +181,7 @@ fn etc_hosts_mount(file: &Path) -> Mount {
         host_path: file.to_string_lossy().into_owned(),
         readonly: false,
         selinux_relabel: false,
+        recursive_read_only: false,
         propagation: MountPropagation::Private,
     }
 }

@@ -245,13 +245,46 @@ pub(super) fn mounts_and_binds(
             });
             target
         };
+        let recursive_read_only = recursive_read_only(ctx, pod, vm, &field)?;
         out.push(Mount {
             container_path: vm.mount_path.clone(),
             host_path: host_path.to_string_lossy().into_owned(),
             readonly: vm.read_only.unwrap_or(false),
             selinux_relabel: false,
+            recursive_read_only,
             propagation,
         });
     }
     Ok((out, binds))
+}
+
+/// The kubelet's `resolveRecursiveReadOnly`: IfPossible is a recursive
+/// read-only mount where the runtime makes them, Enabled needs one (an
+/// error otherwise, which fails the container), Disabled or unset is not.
+/// Validation has checked the mount is read-only without propagation.
+fn recursive_read_only(
+    ctx: &NodeContext,
+    pod: &Pod,
+    vm: &k8s_openapi::api::core::v1::VolumeMount,
+    field: &str,
+) -> Result<bool, MappingError> {
+    let supported = ctx.recursive_read_only_mounts;
+    match vm.recursive_read_only.as_deref() {
+        None | Some("Disabled") => Ok(false),
+        Some("IfPossible") => Ok(supported),
+        Some("Enabled") if supported => Ok(true),
+        Some(mode) => {
+            let why = if mode == "Enabled" {
+                "requested recursive read-only mode, but it is not supported by the runtime"
+            } else {
+                "unknown recursive read-only mode"
+            };
+            Err(invalid(
+                pod,
+                format!("{field}.recursiveReadOnly"),
+                mode,
+                why,
+            ))
+        }
+    }
 }

@@ -849,6 +849,7 @@ fn container_mounts() {
         host_path,
         readonly,
         selinux_relabel: false,
+        recursive_read_only: false,
         propagation,
     };
     let rows = [
@@ -987,6 +988,7 @@ fn etc_hosts_mount_comes_after_the_volumes_and_before_the_termination_file() {
             host_path: "/var/lib/crilet/pods/u/etc-hosts".into(),
             readonly: false,
             selinux_relabel: false,
+            recursive_read_only: false,
             propagation: MountPropagation::Private,
         }
     );
@@ -1054,6 +1056,7 @@ fn termination_message_mount() {
         host_path,
         readonly: false,
         selinux_relabel: false,
+        recursive_read_only: false,
         propagation: MountPropagation::Private,
     };
     // Named by the attempt (new for every instance), not the restart count.
@@ -1765,5 +1768,34 @@ fn subpath_binds_name_the_source_in_its_volume_and_the_target_by_mount_index() {
                 target: format!("{pods}/volume-subpaths/scratch/app/2").into(),
             },
         ]
+    );
+}
+
+#[test]
+fn recursive_read_only_follows_the_runtime_s_support_as_the_kubelet_resolves_it() {
+    let volumes = json!({"volumes": [{"name": "host", "hostPath": {"path": "/srv"}}]});
+    let with = |mode: &str| {
+        pod_one(
+            json!({"volumeMounts": [{"name": "host", "mountPath": "/h", "readOnly": true, "recursiveReadOnly": mode}]}),
+            volumes.clone(),
+        )
+    };
+    let supported = NodeContext {
+        recursive_read_only_mounts: true,
+        ..ctx()
+    };
+    let map =
+        |node: &NodeContext, p: &Pod| container_config(node, p, app(p), &at(0, 0, "10.88.0.5"));
+    let rro = |node: &NodeContext, mode: &str| {
+        map(node, &with(mode)).map(|c| c.mounts[0].recursive_read_only)
+    };
+    assert_eq!(rro(&supported, "IfPossible"), Ok(true));
+    assert_eq!(rro(&ctx(), "IfPossible"), Ok(false));
+    assert_eq!(rro(&supported, "Enabled"), Ok(true));
+    assert_eq!(rro(&supported, "Disabled"), Ok(false));
+    let err = rro(&ctx(), "Enabled").unwrap_err();
+    assert!(
+        err.to_string().contains("not supported by the runtime"),
+        "{err}"
     );
 }

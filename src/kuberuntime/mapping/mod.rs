@@ -119,6 +119,9 @@ pub struct NodeContext {
     /// The Node's allocatable, which a `resourceFieldRef` reads when the
     /// container sets no limit.
     pub allocatable: NodeAllocatable,
+    /// The runtime's default handler makes recursive read-only mounts (its
+    /// status says so), as `recursiveReadOnly` needs.
+    pub recursive_read_only_mounts: bool,
 }
 
 /// The node's cgroup facts the kubelet reads once at start.
