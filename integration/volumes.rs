@@ -242,7 +242,7 @@ fn bad_host_aliases_and_recursive_read_only_are_refused_by_validate() {
     let file = dir.path().join("bad.yaml");
     std::fs::write(
         &file,
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad\nspec:\n  hostAliases:\n  - ip: 10.1.2.300\n    hostnames: [ok.local, Bad_Name]\n  containers:\n  - name: app\n    image: busybox\n    volumeMounts: [{name: v, mountPath: /v, readOnly: true, recursiveReadOnly: Enabled}]\n  volumes: [{name: v, emptyDir: {}}]\n",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad\nspec:\n  hostAliases:\n  - ip: 10.1.2.300\n    hostnames: [ok.local, Bad_Name]\n  containers:\n  - name: app\n    image: busybox\n    volumeMounts: [{name: v, mountPath: /v, recursiveReadOnly: Enabled}]\n  volumes: [{name: v, emptyDir: {}}]\n",
     )
     .unwrap();
     let f = file.to_str().unwrap();
@@ -255,8 +255,8 @@ fn bad_host_aliases_and_recursive_read_only_are_refused_by_validate() {
         ),
         format!("{f}: spec.hostAliases[0].hostnames[1]: \"Bad_Name\" is not a DNS-1123 subdomain"),
         format!(
-            "{f}: spec.containers[0].volumeMounts[0].recursiveReadOnly: Forbidden: crilet makes \
-             no recursive read-only mounts"
+            "{f}: spec.containers[0].volumeMounts[0].recursiveReadOnly: Forbidden: may only be \
+             specified when readOnly is true"
         ),
     ] {
         assert!(out.contains(&line), "missing {line:?} in\n{out}");
