@@ -220,10 +220,15 @@ async fn mirror_pod_lifecycle() {
     .await;
     let spec_image = m3.spec.as_ref().unwrap().containers[0].image.clone();
     assert_eq!(spec_image.as_deref(), Some(other));
+    // The container is created from the image's ID, as the kubelet
+    // creates it (CreateContainer names the resolved image).
+    let other_id = (rt.image_status(other).await.unwrap())
+        .expect("the new image, pulled")
+        .id;
     let v = agent.view(&rt, "web").await;
     assert_eq!(
         v.running("main").map(|c| c.image.as_str()),
-        Some(other),
+        Some(other_id.as_str()),
         "{v:#?}"
     );
 
