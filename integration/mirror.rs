@@ -222,9 +222,11 @@ async fn mirror_pod_lifecycle() {
     assert_eq!(spec_image.as_deref(), Some(other));
     // The container is created from the image's ID, as the kubelet
     // creates it (CreateContainer names the resolved image).
-    let other_id = (rt.image_status(other).await.unwrap())
-        .expect("the new image, pulled")
-        .id;
+    let other_id = (crilet::cri::Runtime::image_status(&rt, other)
+        .await
+        .unwrap())
+    .expect("the new image, pulled")
+    .id;
     let v = agent.view(&rt, "web").await;
     assert_eq!(
         v.running("main").map(|c| c.image.as_str()),
