@@ -229,7 +229,7 @@ for i in "${!JOBS[@]}"; do
   esac
   [ "$rc" = 0 ] || failed+=("$name")
 done
-JOBS=()
+JOBS=() JOB_NAMES=()
 [ ${#failed[@]} = 0 ] || die "failed: ${failed[*]} (their output is above and in $TIMES)"
 
 # The differential harness (parity/): the corpus under the real kubelet
