@@ -264,16 +264,7 @@ pub fn pod_objects(pods: &Json, out: &mut Snapshot) {
 /// Lease, and its Events keyed by what they regard and their reason
 /// (counts and times are the agents' timing, not their behaviour).
 pub fn api_objects(lab: &Lab, out: &mut Snapshot) {
-    let selector = format!("spec.nodeName={}", lab.node);
-    let pods = lab.kubectl_json(&[
-        "get",
-        "pods",
-        "-A",
-        "--field-selector",
-        &selector,
-        "-o",
-        "json",
-    ]);
+    let pods = lab.node_pods_json();
     for p in pods["items"].as_array().into_iter().flatten() {
         out.insert(format!("mirror {}", pod_key(&p["metadata"])), p.clone());
     }

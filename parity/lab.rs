@@ -155,6 +155,27 @@ impl Lab {
             .args(args))
     }
 
+    /// The pods bound to the lab's node (its mirror pods), as `kubectl get
+    /// pods -o <output>` prints them.
+    pub fn node_pods(&self, output: &str) -> Result<String, String> {
+        let selector = format!("spec.nodeName={}", self.node);
+        self.kubectl(&[
+            "get",
+            "pods",
+            "-A",
+            "--field-selector",
+            &selector,
+            "-o",
+            output,
+        ])
+    }
+
+    /// [`Lab::node_pods`] as JSON; panics when kubectl fails.
+    pub fn node_pods_json(&self) -> Json {
+        let text = (self.node_pods("json")).unwrap_or_else(|e| panic!("kubectl get pods: {e}"));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("kubectl get pods: not JSON: {e}"))
+    }
+
     pub fn kubectl_json(&self, args: &[&str]) -> Json {
         let text = self
             .kubectl(args)

@@ -79,15 +79,7 @@ fn run_agent(lab: &Lab, rt: &tokio::runtime::Runtime, agent: Agent) -> (Snapshot
             snapshot.insert(format!("teardown {pod}"), capture::teardown_summary(&value));
         }
     }
-    let left = lab.kubectl_json(&[
-        "get",
-        "pods",
-        "-A",
-        "--field-selector",
-        &format!("spec.nodeName={}", lab.node),
-        "-o",
-        "json",
-    ]);
+    let left = lab.node_pods_json();
     let left: Vec<&serde_json::Value> = (left["items"].as_array().into_iter().flatten())
         .map(|p| &p["metadata"]["name"])
         .collect();

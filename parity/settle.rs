@@ -106,21 +106,10 @@ pub fn until_mirrors_agree(lab: &Lab, pods: &Json) {
         .flatten()
         .map(want)
         .collect();
-    let selector = format!("spec.nodeName={}", lab.node);
     let mut last_names: Option<Vec<String>> = None;
     let agreed = wait_for(Duration::from_secs(90), Duration::from_secs(3), || {
-        let mirrors = lab
-            .kubectl(&[
-                "get",
-                "pods",
-                "-A",
-                "--field-selector",
-                &selector,
-                "-o",
-                "json",
-            ])
-            .ok()
-            .and_then(|t| serde_json::from_str::<Json>(&t).ok())?;
+        let mirrors =
+            (lab.node_pods("json").ok()).and_then(|t| serde_json::from_str::<Json>(&t).ok())?;
         let have: BTreeMap<String, Json> = mirrors["items"]
             .as_array()
             .into_iter()
@@ -145,39 +134,17 @@ pub fn until_mirrors_agree(lab: &Lab, pods: &Json) {
 /// After the manifests are gone: waits until no sandbox is ready and no
 /// container runs on the runtime, and no mirror pod is left.
 pub fn until_torn_down(lab: &Lab) {
-    let selector = format!("spec.nodeName={}", lab.node);
     let down = wait_for(Duration::from_secs(90), Duration::from_secs(1), || {
         let ready = lab.crictl(&["pods", "-q", "--state", "ready"]).ok()?;
         let running = lab.crictl(&["ps", "-q", "--state", "running"]).ok()?;
-        let mirrors = lab
-            .kubectl(&[
-                "get",
-                "pods",
-                "-A",
-                "--field-selector",
-                &selector,
-                "-o",
-                "name",
-            ])
-            .ok()?;
+        let mirrors = lab.node_pods("name").ok()?;
         (ready.trim().is_empty() && running.trim().is_empty() && mirrors.trim().is_empty())
             .then_some(())
     });
     if down.is_none() {
         // What is left, by name, so the report says whose teardown hung.
         let left = |args: &[&str]| lab.crictl(args).unwrap_or_default().replace('\n', " ");
-        let mirrors = lab
-            .kubectl(&[
-                "get",
-                "pods",
-                "-A",
-                "--field-selector",
-                &selector,
-                "-o",
-                "name",
-            ])
-            .unwrap_or_default()
-            .replace('\n', " ");
+        let mirrors = lab.node_pods("name").unwrap_or_default().replace('\n', " ");
         eprintln!(
             "parity [{}]: pods or mirror pods still up 90 s after their manifests were removed: \
              ready sandboxes [{}], running containers [{}], mirror pods [{mirrors}]",
