@@ -125,7 +125,6 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     use crilet::cm::cgroup::CGROUP_ROOT;
     use crilet::cm::cgroup_driver;
     use crilet::cri::Runtime;
-    use crilet::kuberuntime::mapping::NodeContext;
     use crilet::nodestatus::machine;
     use crilet::pod::view::AgentView;
     use crilet::pod::view::StatusCache;
@@ -283,41 +282,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         }
     });
     let (capacity, allocatable) = settings.node_resources();
-    let cgroups = crilet::cm::node_cgroups::read_cgroup_facts(
-        std::path::Path::new(CGROUP_ROOT),
-        &std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default(),
-    );
-    let node = NodeContext {
-        node_name,
-        root_dir: settings.root_dir.clone(),
-        log_dirs: settings.log_dirs.clone(),
-        cgroup_root: settings.cgroup_root.clone(),
-        cgroup_driver: settings.cgroup_driver,
-        host_dns: machine::read_host_dns(std::path::Path::new("/etc/resolv.conf")),
-        host_ip: machine::node_ip(settings.node_ip.as_deref()),
-        memory_capacity: machine::read_memory_capacity(),
-        oom_score_adj_floor: settings
-            .restrict_oom_score_adj
-            .then(machine::read_own_oom_score_adj),
-        // Without the hugetlb controller runc cannot apply a hugepage limit
-        // (CRI-O then fails every container; the kubelet sends them anyway).
-        hugepage_sizes: match cgroups.hugetlb {
-            true => machine::read_hugepage_sizes(std::path::Path::new("/sys/kernel/mm/hugepages")),
-            false => Vec::new(),
-        },
-        cgroups: crilet::kuberuntime::mapping::NodeCgroups {
-            v2: cgroups.unified,
-            swap_controller: cgroups.swap_controller,
-        },
-        allocatable: crilet::kuberuntime::mapping::NodeAllocatable {
-            cpu_millicores: allocatable.cpu_millicores,
-            memory_bytes: allocatable.memory_bytes,
-            ephemeral_storage_bytes: allocatable.ephemeral_storage_bytes,
-            pods: allocatable.pods,
-        },
-        recursive_read_only_mounts: (runtime_handlers.iter())
-            .any(|h| h.name.is_empty() && h.recursive_read_only_mounts),
-    };
+    let node = settings.node_context(node_name, &allocatable, &runtime_handlers);
     // Image GC collects once the runtime answers.
     tokio::spawn(image_gc.clone().run(cancel.clone()));
     // Container log rotation, unless a negative max size turned it off.

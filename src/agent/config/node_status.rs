@@ -310,4 +310,53 @@ impl super::Settings {
             runtime_handlers,
         }
     }
+
+    /// What the pod workers know of the node, read from this machine now:
+    /// its DNS and IP, memory, the cgroup facts the kubelet reads once at
+    /// start (v2, swap, hugetlb: without the controller runc cannot apply a
+    /// hugepage limit, and CRI-O then fails every container, so none are
+    /// sent), the Node's allocatable and whether the runtime's default
+    /// handler makes recursive read-only mounts.
+    pub fn node_context(
+        &self,
+        node_name: String,
+        allocatable: &NodeResources,
+        runtime_handlers: &[crate::cri::RuntimeHandler],
+    ) -> crate::kuberuntime::mapping::NodeContext {
+        use crate::kuberuntime::mapping::{NodeAllocatable, NodeCgroups, NodeContext};
+        use crate::nodestatus::machine;
+        use std::path::Path;
+        let cgroups = crate::cm::node_cgroups::read_cgroup_facts(
+            Path::new(crate::cm::cgroup::CGROUP_ROOT),
+            &std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default(),
+        );
+        NodeContext {
+            node_name,
+            root_dir: self.root_dir.clone(),
+            log_dirs: self.log_dirs.clone(),
+            cgroup_root: self.cgroup_root.clone(),
+            cgroup_driver: self.cgroup_driver,
+            host_dns: machine::read_host_dns(Path::new("/etc/resolv.conf")),
+            host_ip: machine::node_ip(self.node_ip.as_deref()),
+            memory_capacity: machine::read_memory_capacity(),
+            oom_score_adj_floor: (self.restrict_oom_score_adj)
+                .then(machine::read_own_oom_score_adj),
+            hugepage_sizes: match cgroups.hugetlb {
+                true => machine::read_hugepage_sizes(Path::new("/sys/kernel/mm/hugepages")),
+                false => Vec::new(),
+            },
+            cgroups: NodeCgroups {
+                v2: cgroups.unified,
+                swap_controller: cgroups.swap_controller,
+            },
+            allocatable: NodeAllocatable {
+                cpu_millicores: allocatable.cpu_millicores,
+                memory_bytes: allocatable.memory_bytes,
+                ephemeral_storage_bytes: allocatable.ephemeral_storage_bytes,
+                pods: allocatable.pods,
+            },
+            recursive_read_only_mounts: (runtime_handlers.iter())
+                .any(|h| h.name.is_empty() && h.recursive_read_only_mounts),
+        }
+    }
 }

@@ -122,7 +122,8 @@ pub fn container_config(
     if let Some(handler) = pre_stop_annotation(container) {
         annotations.insert(CONTAINER_PRESTOP_HANDLER_ANNOTATION.to_owned(), handler);
     }
-    let mut all_mounts = mounts(ctx, pod, container, &envs, security.privileged, &field)?;
+    let (mut all_mounts, _) =
+        mounts_and_binds(ctx, pod, container, &envs, security.privileged, &field)?;
     all_mounts.extend(etc_hosts.map(etc_hosts_mount));
     all_mounts.extend(termination_message_mount(ctx, pod, container, attempt));
     let spec_image = container.image.clone().unwrap_or_default();

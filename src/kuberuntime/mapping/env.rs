@@ -122,21 +122,6 @@ pub(super) fn value_from(
     })
 }
 
-/// hostPath and emptyDir volumes (a volume with no source is an emptyDir,
-/// as API defaulting makes it). A mount with a subPath (or subPathExpr,
-/// after the kubelet's checks: relative, no "..") mounts its bind target
-/// ([`SubPathBind`]), as the kubelet's does.
-pub(super) fn mounts(
-    ctx: &NodeContext,
-    pod: &Pod,
-    c: &Container,
-    envs: &[(String, String)],
-    privileged: bool,
-    field: &str,
-) -> Result<Vec<Mount>, MappingError> {
-    Ok(mounts_and_binds(ctx, pod, c, envs, privileged, field)?.0)
-}
-
 /// A subPath mount's bind (the kubelet's `prepareSubpathTarget`): the
 /// worker bind-mounts `volume_path`/`sub_path`, opened without leaving the
 /// volume, on `target`, `<root>/pods/<uid>/volume-subpaths/<volume>/
@@ -159,7 +144,11 @@ pub fn volume_subpaths_dir(ctx: &NodeContext, pod_uid: &str) -> PathBuf {
         .join("volume-subpaths")
 }
 
-/// The mounts, and the subPath binds they need made first.
+/// The mounts of hostPath and emptyDir volumes (a volume with no source is
+/// an emptyDir, as API defaulting makes it), and the subPath binds they need
+/// made first: a mount with a subPath (or subPathExpr, after the kubelet's
+/// checks: relative, no "..") mounts its bind target ([`SubPathBind`]), as
+/// the kubelet's does.
 pub(super) fn mounts_and_binds(
     ctx: &NodeContext,
     pod: &Pod,

@@ -50,7 +50,7 @@ pub use crate::logs::layout::container_log_path;
 use crate::logs::layout::{LogDirs, pod_log_dir_under};
 pub(crate) use crate::units::expansion::expand;
 pub use env::{SubPathBind, volume_subpaths_dir};
-use env::{environment, mounts, mounts_and_binds};
+use env::{environment, mounts_and_binds};
 use resources::{amounts, resources};
 use sandbox::{namespace_options, supplemental_groups};
 use security::{
