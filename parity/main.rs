@@ -199,6 +199,9 @@ fn compare_runs(lab: &Lab, raw: [serde_json::Value; 2]) {
             if key.starts_with("runtime container ") {
                 normalize::sort_process_env(value);
             }
+            if key == "node" {
+                normalize::sort_runtime_handlers(value);
+            }
         }
         let file = lab.dir.join(format!("{}.json", agent.name()));
         std::fs::write(&file, serde_json::to_string_pretty(&snapshot).unwrap()).unwrap();

@@ -264,6 +264,16 @@ pub fn sort_dns_options(value: &mut Json) {
     }
 }
 
+/// The Node's `status.runtimeHandlers`, sorted by name: both agents copy
+/// them in the order of the runtime's `RuntimeStatus.handlers`, and CRI-O
+/// builds that list from a Go map, so its order changes from one call to
+/// the next. Each handler's features are still compared.
+pub fn sort_runtime_handlers(node: &mut Json) {
+    if let Some(Json::Array(handlers)) = node.pointer_mut("/status/runtimeHandlers") {
+        handlers.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    }
+}
+
 /// Zero times stay as they are: "never" is not a time to hide.
 fn is_zero(v: &Json) -> bool {
     match v {
@@ -418,5 +428,20 @@ mod tests {
         );
         assert_eq!(v["spec"]["dnsConfig"]["options"][0]["name"], "edns0");
         assert_eq!(v["other"]["options"], serde_json::json!(["b", "a"]));
+    }
+
+    #[test]
+    fn runtime_handlers_in_either_order_compare_equal_with_their_features() {
+        let handler = |name: &str, rro: bool| json!({"name": name, "features": {"recursiveReadOnlyMounts": rro}});
+        let mut kubelet = json!({"status": {"runtimeHandlers": [
+            handler("runc-restrict-oom", true), handler("", true), handler("runc", true)]}});
+        let mut crilet = json!({"status": {"runtimeHandlers": [
+            handler("runc", true), handler("runc-restrict-oom", true), handler("", true)]}});
+        sort_runtime_handlers(&mut kubelet);
+        sort_runtime_handlers(&mut crilet);
+        assert_eq!(kubelet, crilet);
+        assert_eq!(kubelet["status"]["runtimeHandlers"][0]["name"], "");
+        crilet["status"]["runtimeHandlers"][1] = handler("runc", false);
+        assert_ne!(kubelet, crilet, "a handler's features are still compared");
     }
 }

@@ -138,11 +138,31 @@ apiserver_of() { # KIND -> "state-dir port etcd-port" of its pass's API server
     crio) echo "/tmp/crilet-apiserver-crio 16445 12383" ;;
   esac
 }
+# A runtime's own log (crio.log, containerd.log) is in its state dir, which
+# the cleanup purges: each is copied to $TIMES/runtime-<dir>.log first, so a
+# failure can be read after the run (a runtime that died mid-pass, say).
+keep_runtime_log() { # DIR: prints the kept file's path, if it had a log
+  local f kept=$TIMES/runtime-$(basename "$1").log
+  for f in "$1/crio.log" "$1/containerd.log"; do
+    [ -f "$f" ] && cp -f "$f" "$kept" && echo "$kept" && return 0
+  done
+  return 0
+}
+show_runtime_logs() { # KIND: the tail of each of its instances' logs, and where the whole is
+  local dir kept
+  while read -r dir _; do
+    kept=$(keep_runtime_log "$dir")
+    [ -n "$kept" ] || continue
+    say "[$1] the last 40 lines of the runtime's log in $dir (whole: $kept):"
+    tail -n 40 "$kept" >&2
+  done < <(instances "$1")
+}
 cleanup() {
   local rc=$? entry pid
   for pid in "${JOBS[@]}"; do pkill -TERM -P "$pid" 2>/dev/null || true; kill -- "$pid" 2>/dev/null || true; done
-  say "stopping the private runtimes and the API servers"
+  say "stopping the private runtimes and the API servers (their logs kept in $TIMES/runtime-*.log)"
   for entry in "${UP_NOW[@]}"; do
+    keep_runtime_log "${entry#* }" >/dev/null || true
     bash "$RT" down "${entry%% *}" "${entry#* }" --purge >/dev/null 2>&1 || say "could not stop $entry"
   done
   for entry in "${PARITY_UP[@]}"; do
@@ -225,7 +245,8 @@ for i in "${!JOBS[@]}"; do
   say "[$name] ended with status $rc after $(( $(date +%s) - t0 )) s of waiting; its output ($TIMES/$name.log):"
   cat "$TIMES/$name.log" >&2
   case $name in integration-*)
-    python3 -B "$ROOT/scripts/slowest_tests.py" --title "[$name]" "$TIMES/$name.log" >&2 || true ;;
+    python3 -B "$ROOT/scripts/slowest_tests.py" --title "[$name]" "$TIMES/$name.log" >&2 || true
+    [ "$rc" = 0 ] || show_runtime_logs "${name#integration-}" ;;
   esac
   [ "$rc" = 0 ] || failed+=("$name")
 done
