@@ -9,12 +9,18 @@
 //!      sandbox ready (CRILET_BENCH_PODS);
 //!   3. the agent's RSS (largest sample) and CPU while it holds those pods
 //!      idle (CRILET_BENCH_IDLE_SECS, default 30);
-//!   4. an idle node's API requests per second, with 5 static pods, over
+//!   4. the raw CRI floor of part 2, with no agent: the same 50 pods
+//!      started by the sequence both agents send (RunPodSandbox,
+//!      CreateContainer, StartContainer; at most crilet's default
+//!      `--max-parallel-runtime-mutations` at once) and stopped
+//!      (StopContainer with the agents' 2 s grace period, then
+//!      StopPodSandbox), timed as the agents are;
+//!   5. an idle node's API requests per second, with 5 static pods, over
 //!      CRILET_BENCH_API_WINDOW seconds (default 120) after a warm-up of
 //!      CRILET_BENCH_API_WARMUP (default 60), counted from the API server's
 //!      own metrics by scripts/api_requests.py.
 //!
-//! Parts 1-3 run CRILET_BENCH_RUNS rounds (default 3), the agents' order
+//! Parts 1-4 run CRILET_BENCH_RUNS rounds (default 3), the agents' order
 //! alternating from round to round; the medians are printed.
 //!
 //! "Removed" is "no sandbox ready": the kubelet stops a removed pod's
@@ -37,11 +43,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agents::Agent;
-use common::{env_or, summary};
+use common::{env_or, raw_start, summary};
 use crilet::cri::*;
 use crilet::kuberuntime::labels;
 use lab::Lab;
-use procfs::{HZ, cpu_ticks, rss_kib};
+use procfs::{HZ, cpu_ticks, rss_kib, status_field};
 
 fn manifest(name: &str) -> String {
     format!(
@@ -110,6 +116,10 @@ where
     start.elapsed()
 }
 
+/// The grace period both agents give a container that ignores SIGTERM
+/// (the manifests' 1 s, raised to their 2 s minimum).
+const GRACE: Duration = Duration::from_secs(2);
+
 #[derive(Default)]
 struct Figures {
     one_start: Vec<Duration>,
@@ -117,6 +127,9 @@ struct Figures {
     many_start: Vec<Duration>,
     many_stop: Vec<Duration>,
     rss_kib: Vec<u64>,
+    /// RssAnon and RssFile (the mapped binary and libraries) at the
+    /// largest sample.
+    anon_file_kib: Vec<(u64, u64)>,
     cpu_pct: Vec<f64>,
 }
 
@@ -160,11 +173,17 @@ async fn round(
     let pid = running_agent.pid().expect("the agent's pid");
     let (ticks0, _) = cpu_ticks(pid).unwrap_or_default();
     let t0 = Instant::now();
-    let mut rss = 0;
+    let (mut rss, mut split) = (0, (0, 0));
     while t0.elapsed() < Duration::from_secs(idle) {
-        rss = rss.max(rss_kib(pid).unwrap_or(0));
+        let now = rss_kib(pid).unwrap_or(0);
+        if now > rss {
+            rss = now;
+            let field = |f| status_field(pid, f).unwrap_or(0);
+            split = (field("RssAnon"), field("RssFile"));
+        }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+    f.anon_file_kib.push(split);
     let (ticks, _) = cpu_ticks(pid).unwrap_or_default();
     f.rss_kib.push(rss);
     f.cpu_pct
@@ -178,7 +197,50 @@ async fn round(
     running_agent.stop();
 }
 
-/// Part 4: the requests/s of `agent` idle with 5 pods, as api_requests.py
+/// Part 4: the raw CRI floor for `pods` pods, `(start, stop)`: what any
+/// agent on this runtime and machine waits for at the least, timed as
+/// [`round`] times the agents (all running; no sandbox ready).
+async fn raw_round(lab: &Lab, rt: Arc<dyn Runtime>, pods: usize) -> (Duration, Duration) {
+    lab.remove_all_pods();
+    let bounded: Arc<dyn Runtime> = Arc::new(BoundedRuntime::new(
+        rt,
+        crilet::agent::config::DEFAULT_MAX_PARALLEL_RUNTIME_MUTATIONS,
+    ));
+    let logs = lab.dir.join("raw-logs");
+    let configs: Vec<_> = (0..pods).map(|i| common::pod(i, &logs)).collect();
+    let t = Instant::now();
+    let started = futures::future::join_all(configs.iter().map(|(sandbox, container)| {
+        let rt = bounded.clone();
+        async move { raw_start(rt.as_ref(), sandbox, container).await }
+    }))
+    .await;
+    let start = t.elapsed();
+    let t = Instant::now();
+    futures::future::join_all(started.iter().map(|sandbox| {
+        let rt = bounded.clone();
+        async move {
+            let of_pod = ContainerFilter {
+                pod_sandbox_id: Some(sandbox.clone()),
+                ..Default::default()
+            };
+            for c in rt.list_containers(&of_pod).await.unwrap_or_default() {
+                rt.stop_container(&c.id, GRACE)
+                    .await
+                    .expect("StopContainer");
+            }
+            rt.stop_pod_sandbox(sandbox).await.expect("StopPodSandbox");
+        }
+    }))
+    .await;
+    let stop = t.elapsed();
+    for ((sandbox, _), id) in configs.iter().zip(&started) {
+        common::raw_remove(bounded.as_ref(), id, &sandbox.cgroup_parent).await;
+    }
+    let _ = std::fs::remove_dir_all(&logs);
+    (start, stop)
+}
+
+/// Part 5: the requests/s of `agent` idle with 5 pods, as api_requests.py
 /// counts them.
 async fn api_requests(lab: &Lab, agent: Agent, warmup: u64, window: u64) -> String {
     lab.remove_all_pods();
@@ -250,6 +312,7 @@ async fn main() {
     rt.version().await.unwrap();
 
     let (mut kubelet, mut crilet) = (Figures::default(), Figures::default());
+    let (mut raw_start_times, mut raw_stop_times) = (Vec::new(), Vec::new());
     for r in 0..rounds {
         let order = if r % 2 == 0 {
             [Agent::Kubelet, Agent::Crilet]
@@ -269,6 +332,9 @@ async fn main() {
                 agent.name()
             );
         }
+        let (start, stop) = raw_round(&lab, rt.clone(), pods).await;
+        raw_start_times.push(start);
+        raw_stop_times.push(stop);
     }
     let api_kubelet = api_requests(&lab, Agent::Kubelet, warmup, window).await;
     let api_crilet = api_requests(&lab, Agent::Crilet, warmup, window).await;
@@ -318,6 +384,19 @@ async fn main() {
         "ms",
         "(goal <= 0.50)",
     );
+    let (floor_start, floor_stop) = (med(&raw_start_times), med(&raw_stop_times));
+    println!(
+        "   {:<44} {floor_start:>8.1} ms, {:.2} of the kubelet's; crilet {:.2} of it",
+        format!("{pods} pods: start by the raw CRI sequence"),
+        floor_start / med(&kubelet.many_start),
+        med(&crilet.many_start) / floor_start,
+    );
+    println!(
+        "   {:<44} {floor_stop:>8.1} ms, {:.2} of the kubelet's; crilet {:.2} of it",
+        format!("{pods} pods: raw CRI stop (2 s grace)"),
+        floor_stop / med(&kubelet.many_stop),
+        med(&crilet.many_stop) / floor_stop,
+    );
     let mib = |v: &[u64]| median(&v.iter().map(|k| *k as f64 / 1024.0).collect::<Vec<_>>());
     row(
         &format!("RSS holding {pods} pods"),
@@ -325,6 +404,18 @@ async fn main() {
         mib(&crilet.rss_kib),
         "MiB",
         "(goal <= 0.25)",
+    );
+    let split = |f: &Figures| {
+        let mut v = f.anon_file_kib.clone();
+        v.sort();
+        let (anon, file) = v[v.len() / 2];
+        format!("{:.1} + {:.1}", anon as f64 / 1024.0, file as f64 / 1024.0)
+    };
+    println!(
+        "   {:<44} kubelet {} MiB, crilet {} MiB",
+        "  of which anonymous + file-backed",
+        split(&kubelet),
+        split(&crilet)
     );
     row(
         &format!("idle CPU holding {pods} pods, % of a core"),

@@ -79,6 +79,7 @@ async fn the_node_client_against_the_real_api_server() {
         images: vec![],
         under_pressure: &none,
         runtime_handlers: &[],
+        not_ready: &[],
     };
     let status = node_status(&inputs(10250), &[], now);
     let created = client

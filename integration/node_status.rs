@@ -363,3 +363,63 @@ async fn disk_pressure_goes_true_on_a_full_root_dir_and_back_to_false() {
     agent.terminate();
     drop(fs);
 }
+
+/// Brings the agent tests' runtime back up when dropped, so a failed
+/// assertion does not leave it down for the tests after.
+struct RuntimeBackUp;
+
+impl Drop for RuntimeBackUp {
+    fn drop(&mut self) {
+        agent_runtime_ctl("up");
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs a runtime (CRILET_AGENT_TEST_ENDPOINT) and the real API server"]
+async fn the_node_goes_not_ready_while_its_runtime_is_down_and_ready_again() {
+    let _guard = AGENT_LOCK.lock().await;
+    let rt = agent_runtime();
+    clean_runtime(&rt).await;
+    let lab = Lab::connect().await;
+    let node = lab.claim("crilet-node-16").await;
+    let mut agent = start_on(&node, &["--node-status-update-frequency=1s".into()]);
+    let n = node_where(&lab, &node.name, "Ready True", |n| {
+        n.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    })
+    .await;
+    let ready_since = condition(&n, "Ready").last_transition_time.clone();
+
+    // The runtime's daemon stopped (its pods keep running): after the
+    // kubelet's 30 s without an answer, NotReady, worded as the kubelet's.
+    let back_up = RuntimeBackUp;
+    agent_runtime_ctl("stop");
+    let n = node_where(&lab, &node.name, "Ready False", |n| {
+        condition(n, "Ready").status == "False"
+    })
+    .await;
+    let c = condition(&n, "Ready");
+    assert_eq!(c.reason.as_deref(), Some("KubeletNotReady"));
+    assert_eq!(c.message.as_deref(), Some("container runtime is down"));
+    assert_ne!(c.last_transition_time, ready_since, "it moved");
+    let event = eventually(LIMIT, || async {
+        let events = lab.events_of("default", &node.name).await;
+        events
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("NodeNotReady"))
+    })
+    .await;
+    assert!(event.is_some(), "no NodeNotReady event");
+
+    // Up again: Ready at the next pass.
+    drop(back_up);
+    let n = node_where(&lab, &node.name, "Ready True again", |n| {
+        condition(n, "Ready").status == "True"
+    })
+    .await;
+    let c = condition(&n, "Ready");
+    assert_eq!(c.reason.as_deref(), Some("KubeletReady"));
+    agent.terminate();
+}

@@ -378,7 +378,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
                 status_policy: settings.node_status.policy(),
                 node_inputs: crilet::nodestatus::node_sync::NodeInputs {
                     observation: observation_rx,
-                    images: Some(runtime.clone()),
+                    runtime: Some(runtime.clone()),
                 },
                 view: handles.view.clone(),
                 statuses: handles.statuses.clone(),

@@ -56,7 +56,7 @@ impl MirrorManager {
         };
         let inputs = NodeInputs {
             observation: self.node_inputs.observation.clone(),
-            images: self.node_inputs.images.take(),
+            runtime: self.node_inputs.runtime.take(),
         };
         tokio::spawn(node_loop(
             self.client.clone(),

@@ -28,7 +28,7 @@ fn manager(client: Arc<FakeMirrorClient>, statuses: StatusCache) -> MirrorManage
         status_policy: crate::nodestatus::node_sync::tests::policy(),
         node_inputs: NodeInputs {
             observation: watch::channel(None).1,
-            images: None,
+            runtime: None,
         },
         events: Arc::new(crate::events::recorder::NoopRecorder),
         view,

@@ -191,6 +191,8 @@ pub struct NodeStatusInputs<'a> {
     /// The runtime's handlers, in its order (none on a runtime that lists
     /// none, such as containerd 1.6).
     pub runtime_handlers: &'a [crate::cri::RuntimeHandler],
+    /// What keeps the node NotReady (`runtime_state`); none: Ready.
+    pub not_ready: &'a [String],
 }
 
 /// What the node reports: capacity and allocatable, the pressure
@@ -216,7 +218,7 @@ pub fn node_status(
         .filter(|c| c.type_ == "Ready")
         .cloned()
         .collect();
-    let ready = ready_condition(conditions.first(), now);
+    let ready = ready_condition(conditions.first(), inputs.not_ready, now);
     conditions = vec![ready];
     let pressure = pressure_conditions(previous, inputs.under_pressure, now);
     conditions.splice(0..0, pressure);
@@ -277,18 +279,32 @@ fn runtime_handlers(handlers: &[crate::cri::RuntimeHandler]) -> Option<Vec<NodeR
     (!list.is_empty()).then_some(list)
 }
 
-/// `Ready`: True while crilet posts status (its heartbeat now), its
-/// transition time kept from a previous True.
-fn ready_condition(previous: Option<&NodeCondition>, now: jiff::Timestamp) -> NodeCondition {
+/// `Ready`: True while crilet posts status (its heartbeat now), False
+/// (`KubeletNotReady`, the errors as Go aggregates them) while `not_ready`
+/// names any; its transition time kept from a previous condition of the
+/// same status.
+fn ready_condition(
+    previous: Option<&NodeCondition>,
+    not_ready: &[String],
+    now: jiff::Timestamp,
+) -> NodeCondition {
+    let (status, reason, message) = match super::runtime_state::aggregate(not_ready) {
+        None => (
+            "True",
+            "KubeletReady",
+            "crilet is posting ready status".to_string(),
+        ),
+        Some(errors) => ("False", "KubeletNotReady", errors),
+    };
     let since = match previous {
-        Some(p) if p.status == "True" => p.last_transition_time.clone(),
+        Some(p) if p.status == status => p.last_transition_time.clone(),
         _ => None,
     };
     NodeCondition {
         type_: "Ready".into(),
-        status: "True".into(),
-        reason: Some("KubeletReady".into()),
-        message: Some("crilet is posting ready status".into()),
+        status: status.into(),
+        reason: Some(reason.into()),
+        message: Some(message),
         last_heartbeat_time: Some(Time(now)),
         last_transition_time: since.or(Some(Time(now))),
     }

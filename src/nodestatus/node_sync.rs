@@ -16,7 +16,13 @@
 //! does, instead of a GET and a write of each
 //! every 10 s.
 //!
-//! Invariants: it never touches the runtime but to list images; a failed
+//! The runtime's health is read each pass too (RuntimeStatus, with a
+//! deadline of its own): a runtime that has not answered for 30 s, or says
+//! it or its network is not ready, makes the Node NotReady, as the
+//! kubelet's `runtimeState` does (`runtime_state`).
+//!
+//! Invariants: it never touches the runtime but to list images and read
+//! its status; a failed
 //! request is retried after 2 s, and reads the Node and Lease again before
 //! the next write, so a deleted Node is registered again; a pressure
 //! condition goes True only from a met hard threshold (see `pressure`).
@@ -41,6 +47,7 @@ use super::node::{
     status_has_changed,
 };
 use super::pressure::PressureTracker;
+use super::runtime_state::{RUNTIME_STATUS_DEADLINE, RuntimeState, aggregate};
 use crate::cri::Runtime;
 use crate::events::kubelet_events;
 use crate::events::recorder::{EventObject, EventRecorder};
@@ -84,8 +91,9 @@ pub struct NodeStatusPolicy {
 pub struct NodeInputs {
     /// The stats collector's latest node observation.
     pub observation: watch::Receiver<Option<Observation>>,
-    /// Where `status.images` come from (`None`: no images reported).
-    pub images: Option<Arc<dyn Runtime>>,
+    /// Where `status.images` and the runtime's health come from (`None`:
+    /// no images reported, and the runtime taken as healthy).
+    pub runtime: Option<Arc<dyn Runtime>>,
 }
 
 /// The loop's memory between passes.
@@ -100,6 +108,9 @@ struct State {
     images: Vec<ContainerImage>,
     images_listed: Option<Instant>,
     images_failing: bool,
+    runtime: RuntimeState,
+    /// The errors that made the node NotReady last pass, to log changes.
+    not_ready: Vec<String>,
 }
 
 /// Gets or creates the Node, then keeps its status and lease fresh.
@@ -123,6 +134,7 @@ pub async fn node_loop(
     let mut watch_failing = false;
     loop {
         refresh_images(&mut state, &inputs, policy.max_images).await;
+        check_runtime(&mut state, &inputs).await;
         let under_pressure = {
             let now = jiff::Timestamp::now();
             let observed = *inputs.observation.borrow_and_update();
@@ -273,7 +285,7 @@ pub fn node_gone(known: Option<&str>, event: &NodeEvent) -> bool {
 /// Lists the runtime's images when the cached list is older than
 /// [`IMAGE_LIST_PERIOD`]; a failure keeps the old list, logged once.
 async fn refresh_images(state: &mut State, inputs: &NodeInputs, max_images: i32) {
-    let Some(runtime) = &inputs.images else {
+    let Some(runtime) = &inputs.runtime else {
         return;
     };
     if state
@@ -295,6 +307,29 @@ async fn refresh_images(state: &mut State, inputs: &NodeInputs, max_images: i32)
             state.images_failing = true;
         }
     }
+}
+
+/// Reads the runtime's status into `state.runtime` (a call that fails or
+/// outlasts [`RUNTIME_STATUS_DEADLINE`] changes nothing: its last answer
+/// ages) and logs when the reasons the node is NotReady change. Without a
+/// runtime the node is taken as Ready.
+async fn check_runtime(state: &mut State, inputs: &NodeInputs) {
+    let Some(runtime) = &inputs.runtime else {
+        return;
+    };
+    let answer = tokio::time::timeout(RUNTIME_STATUS_DEADLINE, runtime.status()).await;
+    let now = Instant::now().into_std();
+    if let Ok(Ok(status)) = answer {
+        state.runtime.observe(&status, now);
+    }
+    let errors = state.runtime.errors(now);
+    if errors != state.not_ready {
+        match aggregate(&errors) {
+            Some(why) => tracing::warn!(reason = %why, "the node is NotReady"),
+            None => tracing::info!("the container runtime answers and is ready; the node is Ready"),
+        }
+    }
+    state.not_ready = errors;
 }
 
 /// One pass: register or read the Node if needed, write its status if it
@@ -319,6 +354,7 @@ async fn pass(
         images: state.images.clone(),
         under_pressure,
         runtime_handlers: &facts.runtime_handlers,
+        not_ready: &state.not_ready,
     };
     if state.node.is_none() {
         match client.get_node(name).await? {

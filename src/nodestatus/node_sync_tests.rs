@@ -76,6 +76,10 @@ fn start() -> Running {
 }
 
 fn start_on(client: Arc<FakeMirrorClient>) -> Running {
+    start_with(client, None)
+}
+
+fn start_with(client: Arc<FakeMirrorClient>, runtime: Option<Arc<dyn Runtime>>) -> Running {
     let recorder = Arc::new(FakeRecorder::new());
     let (observation, rx) = watch::channel(Some(healthy()));
     let (node_tx, node_rx) = watch::channel(None);
@@ -86,7 +90,7 @@ fn start_on(client: Arc<FakeMirrorClient>) -> Running {
         policy(),
         NodeInputs {
             observation: rx,
-            images: None,
+            runtime,
         },
         recorder.clone() as Arc<dyn EventRecorder>,
         node_tx,
@@ -368,4 +372,64 @@ fn node_events_name_each_new_or_changed_condition() {
     assert!(condition_events(&fresh, &[c("Other", "True")]).is_empty());
     // Ready back to True after NotReady is an event again.
     assert_eq!(condition_events(&pressed, &fresh)[3], "NodeReady");
+}
+
+async fn ready_of(client: &FakeMirrorClient) -> NodeCondition {
+    let node = client.get_node("node-a").await.unwrap().expect("the node");
+    let conditions = node.status.and_then(|s| s.conditions).unwrap_or_default();
+    conditions.into_iter().find(|c| c.type_ == "Ready").unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_runtime_that_stops_answering_makes_the_node_not_ready_until_it_answers_again() {
+    let runtime = Arc::new(crate::cri::FakeRuntime::new());
+    let mut r = start_with(
+        Arc::new(FakeMirrorClient::new()),
+        Some(runtime.clone() as Arc<dyn Runtime>),
+    );
+    r.node_rx.changed().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(ready_of(&r.client).await.status, "True", "registered Ready");
+    // Down for ten passes (100 s): each pass's RuntimeStatus fails.
+    for _ in 0..10 {
+        runtime.fail_next("Status", tonic::Status::unavailable("connection refused"));
+    }
+    tick().await;
+    tick().await;
+    assert_eq!(
+        ready_of(&r.client).await.status,
+        "True",
+        "20 s without an answer is not down yet (the kubelet's threshold is 30 s)"
+    );
+    tick().await;
+    let ready = ready_of(&r.client).await;
+    assert_eq!(
+        (
+            ready.status.as_str(),
+            ready.reason.as_deref(),
+            ready.message.as_deref()
+        ),
+        (
+            "False",
+            Some("KubeletNotReady"),
+            Some("container runtime is down")
+        )
+    );
+    assert_eq!(r.recorder.reasons().last().copied(), Some("NodeNotReady"));
+    let went_down = ready.last_transition_time.clone();
+    tick().await;
+    assert_eq!(
+        ready_of(&r.client).await.last_transition_time,
+        went_down,
+        "still down: the transition time stays"
+    );
+    for _ in 0..7 {
+        tick().await;
+    }
+    let ready = ready_of(&r.client).await;
+    assert_eq!(ready.status, "True", "it answers again: {ready:?}");
+    assert_eq!(ready.reason.as_deref(), Some("KubeletReady"));
+    assert_eq!(r.recorder.reasons().last().copied(), Some("NodeReady"));
+    r.cancel.cancel();
+    r.task.await.unwrap();
 }

@@ -29,6 +29,7 @@ fn inputs<'a>(
         images: vec![],
         under_pressure: pressure,
         runtime_handlers: &[],
+        not_ready: &[],
     }
 }
 
@@ -343,4 +344,45 @@ fn runtime_handlers_are_listed_in_the_runtime_s_order_with_their_features() {
     // A runtime that lists none (containerd 1.6): no field at all.
     let status = node_status(&inputs(&system, &c, &none, 10250), &[], t(100));
     assert_eq!(status.runtime_handlers, None);
+}
+
+#[test]
+fn ready_is_false_with_the_kubelets_reason_while_anything_keeps_the_node_not_ready() {
+    let system = NodeSystem::default();
+    let c = capacity();
+    let none = BTreeSet::new();
+    let ready_of = |s: &NodeStatus| {
+        let cs = s.conditions.clone().unwrap();
+        cs.into_iter().find(|c| c.type_ == "Ready").unwrap()
+    };
+    let up = node_status(&inputs(&system, &c, &none, 0), &[], t(100));
+    let errors = [
+        "container runtime is down".to_string(),
+        "network state unknown".into(),
+    ];
+    let mut down_inputs = inputs(&system, &c, &none, 0);
+    down_inputs.not_ready = &errors;
+    let down = node_status(&down_inputs, up.conditions.as_deref().unwrap(), t(110));
+    let r = ready_of(&down);
+    assert_eq!(r.status, "False");
+    assert_eq!(r.reason.as_deref(), Some("KubeletNotReady"));
+    assert_eq!(
+        r.message.as_deref(),
+        Some("[container runtime is down, network state unknown]")
+    );
+    assert_eq!(r.last_transition_time, Some(Time(t(110))), "it moved");
+    let still = node_status(&down_inputs, down.conditions.as_deref().unwrap(), t(120));
+    assert_eq!(ready_of(&still).last_transition_time, Some(Time(t(110))));
+    assert_eq!(ready_of(&still).last_heartbeat_time, Some(Time(t(120))));
+    let back = node_status(
+        &inputs(&system, &c, &none, 0),
+        still.conditions.as_deref().unwrap(),
+        t(130),
+    );
+    let r = ready_of(&back);
+    assert_eq!(
+        (r.status.as_str(), r.reason.as_deref()),
+        ("True", Some("KubeletReady"))
+    );
+    assert_eq!(r.last_transition_time, Some(Time(t(130))));
 }

@@ -32,7 +32,7 @@ pub use kubelet_server::{
 };
 pub use logs::{ContainerLogArgs, ContainerLogFile, ContainerLogSettings};
 pub use node_status::{NodeStatusArgs, NodeStatusFile, NodeStatusSettings};
-pub use runtime::DEFAULT_RUNTIME_REQUEST_TIMEOUT;
+pub use runtime::{DEFAULT_MAX_PARALLEL_RUNTIME_MUTATIONS, DEFAULT_RUNTIME_REQUEST_TIMEOUT};
 pub use servers::{AuthenticationConfig, ServeSettings, X509Config};
 pub use sources::{DEFAULT_FILE_CHECK_FREQUENCY, DEFAULT_HTTP_CHECK_FREQUENCY, parse_header};
 pub use taints::{
