@@ -113,6 +113,7 @@ want() { # BENCH -> whether CRILET_BENCH_ONLY (empty: all) names it
 bench() { # BENCH -> cargo bench of it, when wanted
   if want "$1"; then cargo bench --quiet --bench "$1"; fi
 }
+mount_lingering_cgroups
 SOCK=$(bash "$ROOT/scripts/containerd-up.sh" "$STATE")
 cargo build --release --quiet
 export CRILET_BENCH_ENDPOINT="unix://$SOCK" CRILET_BIN="$CARGO_TARGET_DIR/release/crilet"

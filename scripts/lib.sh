@@ -83,3 +83,21 @@ need_log_shipper() {
   done
   return $rc
 }
+
+# A cgroup v1 controller listed in /proc/self/cgroup but mounted nowhere: a
+# hierarchy whose mount was undone (the kernel keeps it alive; an older
+# scripts/parity-env.sh unmounted hugetlb so). containerd's cgroup v1
+# library then cannot load any container's cgroup, and ContainerStats and
+# ListPodSandboxStats carry no CPU or memory for any container on the host.
+# Each such controller is mounted back on /sys/fs/cgroup/<controller>.
+mount_lingering_cgroups() {
+  [ -f /sys/fs/cgroup/cgroup.controllers ] && return 0 # cgroup v2 only
+  local c
+  for c in $(awk -F: '$2 != "" && $2 !~ /^name=/ {print $2}' /proc/self/cgroup | tr ',' ' '); do
+    awk -v c="$c" '$(NF-2) == "cgroup" && ("," $NF ",") ~ ("," c ",") {found = 1} END {exit !found}' \
+      /proc/self/mountinfo && continue
+    say "the cgroup v1 controller $c is in use but mounted nowhere; mounting it on /sys/fs/cgroup/$c"
+    mkdir -p "/sys/fs/cgroup/$c" && mount -t cgroup -o "$c" cgroup "/sys/fs/cgroup/$c" ||
+      die "could not mount the cgroup controller $c on /sys/fs/cgroup/$c"
+  done
+}

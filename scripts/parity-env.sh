@@ -44,7 +44,6 @@ RUN=/tmp/crilet-parity-run-$KIND
 BRIDGE=crilettest$N CIDR=10.$((91 + N)).0.0/16 CGROUP=crilet-parity-$KIND
 NODE_IF=crilet-pnode$N NODE_IP=10.111.$N.1 PORT=$((10430 + N * 10))
 RT="$ROOT/scripts/runtime.sh"
-HUGETLB_MARK=/run/crilet-parity-hugetlb-mounted
 
 case "$CMD" in
   up)
@@ -57,14 +56,16 @@ case "$CMD" in
     # kubelet asks CRI-O for fails ("cannot set hugetlb limit"): it sends a
     # hugepage limit for each page size the kernel has, controller or not.
     # The harness compares the agents on a node as nodes are, so the
-    # hierarchy is mounted while a parity instance is up; the last one down
-    # unmounts it (HUGETLB_MARK says it was mounted here), so the host is
-    # left as it was found.
+    # hierarchy is mounted, and stays mounted: unmounted, the kernel keeps
+    # the hierarchy (still listed in /proc/self/cgroup) with no mount point,
+    # and containerd's cgroup v1 library then loads no container's cgroup
+    # (no CPU or memory in ContainerStats for any container on the host;
+    # mount_lingering_cgroups in lib.sh repairs that state).
+    mount_lingering_cgroups
     if [ ! -f /sys/fs/cgroup/cgroup.controllers ] && [ ! -d /sys/fs/cgroup/hugetlb ] &&
       awk '$1 == "hugetlb" && $4 == 1 {found = 1} END {exit !found}' /proc/cgroups; then
       mkdir /sys/fs/cgroup/hugetlb && mount -t cgroup -o hugetlb cgroup /sys/fs/cgroup/hugetlb ||
         die "could not mount the hugetlb cgroup controller on /sys/fs/cgroup/hugetlb"
-      touch "$HUGETLB_MARK"
     fi
     SOCK=$(CTRLAB_BRIDGE=$BRIDGE CTRLAB_POD_CIDR=$CIDR CTRLAB_CGROUP_ROOT=$CGROUP bash "$RT" up "$KIND" "$DIR")
     ip link show "$NODE_IF" >/dev/null 2>&1 || ip link add "$NODE_IF" type bridge
@@ -93,11 +94,6 @@ EOF
       [ -d "$c$CGROUP" ] && find "$c$CGROUP" -depth -type d -exec rmdir {} + 2>/dev/null
     done
     rm -rf "$RUN"
-    # The hugetlb hierarchy mounted by `up`, once no parity instance is up.
-    if [ -f "$HUGETLB_MARK" ] && ! compgen -G "/tmp/crilet-par-*/" >/dev/null; then
-      umount /sys/fs/cgroup/hugetlb 2>/dev/null && rmdir /sys/fs/cgroup/hugetlb 2>/dev/null &&
-        rm -f "$HUGETLB_MARK" || say "could not unmount the hugetlb cgroup controller (still in use?)"
-    fi
     ;;
   *) die "usage: parity-env.sh up|down KIND" ;;
 esac

@@ -193,6 +193,7 @@ for line in sys.stdin:
         print(m["executable"])')
 [ -x "$INTEGRATION" ] || die "no integration test binary (cargo test --test integration --no-run)"
 
+mount_lingering_cgroups
 say "starting containerd 1.6 with the loopback registry in $STATE"
 up containerd1 "$STATE" crilettest0 10.89.0.0/16 crilet-test --registry
 SOCK=$SOCKET
