@@ -10,6 +10,11 @@
 //!      to the second's `created_at` (crilet has reacted and created the
 //!      restart) and to its `started_at`. min / median / p90 / max.
 //!   B. idle CPU: CRILET_BENCH_PODS (100) pods that only sleep, all running;
+//!      their start at once is also the burst: with events, crilet's
+//!      `/metrics` counts the container events it received, coalesced and
+//!      missed (a change its relist found that no event announced), and
+//!      the events lost, against the two (CREATED, STARTED) that each
+//!      container's start sends at least;
 //!      after 10 s of settling, crilet's utime+stime over
 //!      CRILET_BENCH_WINDOW_SECS (120) s as % of one core (and its RSS, and
 //!      containerd's CPU where there is one), first with events, then with
@@ -48,6 +53,8 @@ use procfs::{Figures, Targets, containerd_pid, measure};
 const NODE: &str = "bench-node";
 const SETTLE: Duration = Duration::from_secs(10);
 const RELIST_ONLY: &str = "EventedPLEG=false";
+/// crilet's `/metrics` in the events mode (loopback, this bench only).
+const METRICS_ADDRESS: &str = "127.0.0.1:19355";
 
 const HEAD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: NAME\nspec:\n  hostNetwork: true\n  restartPolicy: Always\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: docker.io/library/busybox:latest\n    imagePullPolicy: IfNotPresent\n";
 
@@ -70,7 +77,7 @@ enum Mode {
 impl Mode {
     fn flags(self) -> Vec<String> {
         match self {
-            Mode::Events => vec![],
+            Mode::Events => vec!["--http-address".into(), METRICS_ADDRESS.into()],
             Mode::Relist => vec!["--feature-gates".into(), RELIST_ONLY.into()],
         }
     }
@@ -273,6 +280,9 @@ async fn idle_cpu(
             let limit = Duration::from_secs(60 + 3 * pods as u64);
             wait_all(&mut agent, s.rt, &names, limit, "running", running).await;
             tokio::time::sleep(SETTLE).await;
+            if mode == Mode::Events {
+                burst_report(&agent, pods);
+            }
             let targets = Targets {
                 crilet: agent.pid(),
                 containerd: containerd_pid(s.socket),
@@ -300,6 +310,45 @@ async fn idle_cpu(
     .await;
     sweep(s.rt, &names, NODE, s.cgroup_root).await;
     outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// The container events of the 100-pod start, from crilet's `/metrics`
+/// and log.
+fn burst_report(agent: &AgentProcess, pods: usize) {
+    let text = match scrape(METRICS_ADDRESS) {
+        Ok(text) => text,
+        Err(e) => {
+            println!("     burst: no /metrics from crilet at {METRICS_ADDRESS}: {e}");
+            return;
+        }
+    };
+    let value = |name: &str| {
+        (text.lines())
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok())
+            .map_or(0, |v| v as u64)
+    };
+    let received = value("crilet_container_events_total");
+    let coalesced = value("crilet_container_events_coalesced_total");
+    let missed = value("crilet_container_events_missed_total");
+    // Each container's start sends CREATED and STARTED at least.
+    let short = (2 * pods as u64).saturating_sub(received);
+    let fell_behind = agent.log().matches("lost events").count();
+    let lost = missed + short + fell_behind as u64;
+    println!(
+        "     burst of {pods} pod starts (events): received {received}, coalesced {coalesced}, missed {missed}; lost {lost}   goal 0: {}",
+        if lost == 0 { "met" } else { "not met" }
+    );
+}
+
+/// GET /metrics over plain HTTP/1.0.
+fn scrape(address: &str) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: crilet\r\n\r\n")?;
+    let mut out = String::new();
+    stream.read_to_string(&mut out)?;
+    Ok(out)
 }
 
 #[tokio::main]

@@ -278,4 +278,5 @@ for kind in containerd1 containerd2 crio; do
   echo "   stats_api    $(pick "$OUT/$kind.stats_api" '/stats/summary')"
   awk '/^ *(events|relist) *\(/{m=$1} /exit -> restart started/{sub(/^ */,""); print "   events       " m ": " $0}' "$OUT/$kind.events"
   grep -E '^ *(events|relist) +crilet CPU' "$OUT/$kind.events" | sed 's/^ */   idle 100 pods /'
+  echo "   events       $(pick "$OUT/$kind.events" 'burst of')"
 done

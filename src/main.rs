@@ -175,6 +175,8 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         crilet::images::gc::system_clock(),
     );
     metrics.set_image_gc(image_gc.counters());
+    let event_counters = Arc::new(crilet::pleg::container_events::EventCounters::default());
+    metrics.set_container_events(event_counters.clone());
     let probe_recorder: Arc<dyn crilet::prober::manager::ProbeRecorder> = metrics.clone();
     let debug = crilet::stats::debug_api::DebugApi {
         sources: sources.clone(),
@@ -339,6 +341,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         manifest_url,
         probe_recorder: Some(probe_recorder),
         container_events: settings.evented_pleg,
+        event_counters,
         events: events.clone(),
         services,
         runtime_classes,

@@ -81,6 +81,8 @@ pub struct Agent {
     /// Follow the runtime's container events where it serves them
     /// (`EventedPLEG`); otherwise relist every second.
     pub container_events: bool,
+    /// What the container event stream brought (exported on `/metrics`).
+    pub event_counters: Arc<crate::pleg::container_events::EventCounters>,
     /// Where the pods' Kubernetes Events go (a no-op recorder standalone).
     pub events: Arc<dyn EventRecorder>,
     /// The Services the node knows of, for the containers' service
@@ -165,7 +167,7 @@ impl Agent {
         let events = self.container_events.then(|| {
             crate::pleg::container_events::spawn(
                 self.runtime.clone(),
-                crate::pleg::container_events::EVENT_BUFFER,
+                self.event_counters.clone(),
                 cancel.clone(),
             )
         });
@@ -212,9 +214,7 @@ impl SyncLoop {
     fn new(
         config: PodConfig,
         ctx: Arc<WorkerContext>,
-        events: Option<
-            tokio::sync::broadcast::Receiver<crate::pleg::container_events::StreamMessage>,
-        >,
+        events: Option<crate::pleg::container_events::EventReceiver>,
         cancel: CancellationToken,
         view_tx: watch::Sender<Arc<AgentView>>,
     ) -> Self {

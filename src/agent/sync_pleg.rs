@@ -8,8 +8,6 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use tokio::sync::broadcast;
-use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::time::Instant;
 
 use super::SyncLoop;
@@ -18,7 +16,7 @@ use super::worker::PodWork;
 use crate::cri::ContainerEvent;
 use crate::kuberuntime::observe::RuntimePodSummary;
 use crate::kuberuntime::observe_driver::observe_all;
-use crate::pleg::container_events::StreamMessage;
+use crate::pleg::container_events::{EventReceiver, StreamMessage};
 use crate::pleg::decisions::{
     EventTarget, GENERIC_RELIST_PERIOD, MISSED_EVENT_GRACE, Mode, Notice, Pleg, Reaction,
     RelistSnapshot,
@@ -29,7 +27,7 @@ use crate::pod;
 pub(super) struct PlegState {
     pub pleg: Pleg,
     /// The container events, unless turned off or the task has ended.
-    pub events: Option<broadcast::Receiver<StreamMessage>>,
+    pub events: Option<EventReceiver>,
     pub next_relist: Instant,
     /// When the last relist began (requests for a relist wait a period).
     last_relist_at: Option<Instant>,
@@ -38,13 +36,12 @@ pub(super) struct PlegState {
     last_relist: BTreeMap<String, RuntimePodSummary>,
     known: Option<RelistSnapshot>,
     relist_failing: bool,
-    lag_said: bool,
     /// Orphaned pod directories and cgroups, swept after a relist.
     sweeper: orphan_dirs::Sweeper,
 }
 
 impl PlegState {
-    pub fn new(events: Option<broadcast::Receiver<StreamMessage>>) -> Self {
+    pub fn new(events: Option<EventReceiver>) -> Self {
         let pleg = Pleg::new(events.is_some());
         if pleg.mode() == Mode::Disabled {
             tracing::info!(every = ?GENERIC_RELIST_PERIOD, "container events are off (--feature-gates EventedPLEG=false): relisting the runtime");
@@ -58,16 +55,14 @@ impl PlegState {
             last_relist: BTreeMap::new(),
             known: None,
             relist_failing: false,
-            lag_said: false,
             sweeper: orphan_dirs::Sweeper::default(),
         }
     }
 }
 
-/// The next message of the stream; pending forever without one.
-pub(super) async fn next_message(
-    events: &mut Option<broadcast::Receiver<StreamMessage>>,
-) -> Result<StreamMessage, RecvError> {
+/// The next message of the stream (`None`: the stream task has ended);
+/// pending forever without a stream.
+pub(super) async fn next_message(events: &mut Option<EventReceiver>) -> Option<StreamMessage> {
     match events {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
@@ -75,12 +70,12 @@ pub(super) async fn next_message(
 }
 
 impl SyncLoop {
-    /// A message of the event stream (or the news that the loop lagged).
-    pub(super) fn on_stream(&mut self, msg: Result<StreamMessage, RecvError>) {
+    /// A message of the event stream (`None`: the stream task has ended).
+    pub(super) fn on_stream(&mut self, msg: Option<StreamMessage>) {
         let reaction = match msg {
-            Ok(StreamMessage::Event(event)) => return self.on_event(&event),
-            Ok(StreamMessage::Subscribed) => self.pleg.pleg.subscribed(),
-            Ok(StreamMessage::Ended {
+            Some(StreamMessage::Event(event)) => return self.on_event(&event),
+            Some(StreamMessage::Subscribed) => self.pleg.pleg.subscribed(),
+            Some(StreamMessage::Ended {
                 error,
                 unimplemented,
                 retry_in,
@@ -88,8 +83,7 @@ impl SyncLoop {
                 tracing::debug!(error, ?retry_in, "container event stream ended");
                 self.pleg.pleg.stream_ended(unimplemented, &error)
             }
-            Err(RecvError::Lagged(lost)) => self.pleg.pleg.lagged(lost),
-            Err(RecvError::Closed) => {
+            None => {
                 self.pleg.events = None;
                 return;
             }
@@ -141,19 +135,6 @@ impl SyncLoop {
             } => {
                 tracing::warn!(%error, ?every, "cannot subscribe to container events; crilet falls back to relist and retries with back-off")
             }
-            Notice::Lagged { lost } if !self.pleg.lag_said => {
-                self.pleg.lag_said = true;
-                tracing::warn!(
-                    lost,
-                    "crilet fell behind the container event stream and lost events; relisting now"
-                );
-            }
-            Notice::Lagged { lost } => {
-                tracing::debug!(
-                    lost,
-                    "fell behind the container event stream again; relisting now"
-                );
-            }
         }
     }
 
@@ -190,13 +171,10 @@ impl SyncLoop {
             let Some(rx) = self.pleg.events.as_mut() else {
                 return;
             };
-            let msg = match rx.try_recv() {
-                Ok(msg) => Ok(msg),
-                Err(TryRecvError::Empty) => return,
-                Err(TryRecvError::Lagged(n)) => Err(RecvError::Lagged(n)),
-                Err(TryRecvError::Closed) => Err(RecvError::Closed),
+            let Some(msg) = rx.try_recv() else {
+                return;
             };
-            self.on_stream(msg);
+            self.on_stream(Some(msg));
         }
     }
 
@@ -204,7 +182,11 @@ impl SyncLoop {
     /// grace: missed events. The relist already woke their pods.
     pub(super) fn confirm_missed(&mut self) {
         self.pleg.confirm_at = None;
-        for m in self.pleg.pleg.confirm_missed() {
+        let missed = self.pleg.pleg.confirm_missed();
+        if let Some(rx) = &self.pleg.events {
+            rx.count_missed(missed.len());
+        }
+        for m in missed {
             tracing::warn!(container = %m.container_id, pod_uid = %m.pod_uid, was = ?m.was, now = ?m.now, "missed container event: the runtime sent no event for this change; the relist caught it");
         }
     }

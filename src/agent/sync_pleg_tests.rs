@@ -2,7 +2,7 @@
 //! wakes its pod's worker at once; without events (Unimplemented) crilet
 //! relists every second and says so once; a broken stream falls back,
 //! resubscribes with back-off and relists at once; a missed event is found
-//! by the safety-net relist and logged; a lagging loop relists.
+//! by the safety-net relist and logged; a burst loses nothing.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +16,7 @@ use super::*;
 use crate::config::file::{FILE_SOURCE_NAME, SourceSet};
 use crate::config::merge::{PodConfig, SourcePod};
 use crate::cri::{Container, ContainerFilter, ContainerState, FakeRuntime, Runtime};
-use crate::pleg::container_events::{self, EVENT_BUFFER};
+use crate::pleg::container_events;
 use crate::pleg::decisions::{EVENTED_RELIST_PERIOD, MISSED_EVENT_GRACE};
 use crate::pod::Pod;
 use crate::pod::view::AgentView;
@@ -51,13 +51,13 @@ fn pod() -> Pod {
 }
 
 /// A sync loop over `rt` running one pod (restartPolicy Always), with
-/// container events when `events`, through a buffer of `buffer` messages.
-async fn start(rt: Arc<FakeRuntime>, events: bool, buffer: usize) -> Harness {
-    start_with(rt, events, buffer, pod()).await
+/// container events when `events`.
+async fn start(rt: Arc<FakeRuntime>, events: bool) -> Harness {
+    start_with(rt, events, pod()).await
 }
 
 /// [`start`] with another pod.
-async fn start_with(rt: Arc<FakeRuntime>, events: bool, buffer: usize, pod: Pod) -> Harness {
+async fn start_with(rt: Arc<FakeRuntime>, events: bool, pod: Pod) -> Harness {
     let (logs, log_guard) = Logs::capture("info");
     rt.add_image("busybox", 1);
     let root = tempfile::tempdir().unwrap();
@@ -71,7 +71,8 @@ async fn start_with(rt: Arc<FakeRuntime>, events: bool, buffer: usize, pod: Pod)
         jiff::Timestamp::now(),
     ));
     let cancel = CancellationToken::new();
-    let events = events.then(|| container_events::spawn(rt.clone(), buffer, cancel.clone()));
+    let events =
+        events.then(|| container_events::spawn(rt.clone(), Default::default(), cancel.clone()));
     let (view_tx, _) = watch::channel(Arc::new(AgentView::default()));
     let sync = SyncLoop::new(
         PodConfig::new([FILE_SOURCE_NAME]),
@@ -145,7 +146,7 @@ const S: Duration = Duration::from_secs(1);
 async fn an_event_wakes_the_pods_worker_at_once() {
     let rt = Arc::new(FakeRuntime::new());
     rt.serve_container_events();
-    let h = start(rt, true, EVENT_BUFFER).await;
+    let h = start(rt, true).await;
     run_for(S).await;
     let (id, attempt) = h.running().await.expect("the pod runs");
     assert_eq!(attempt, 0);
@@ -175,7 +176,7 @@ async fn an_event_wakes_the_pods_worker_at_once() {
 #[tokio::test(start_paused = true)]
 async fn without_events_crilet_relists_every_second_and_says_so_once() {
     // The fake answers Unimplemented, as containerd 1.6.
-    let h = start(Arc::new(FakeRuntime::new()), true, EVENT_BUFFER).await;
+    let h = start(Arc::new(FakeRuntime::new()), true).await;
     run_for(1500 * MS).await;
     let (id, _) = h.running().await.expect("the pod runs");
     let fallback = "the runtime does not serve GetContainerEvents; crilet falls back to relist";
@@ -204,7 +205,7 @@ async fn without_events_crilet_relists_every_second_and_says_so_once() {
 async fn events_off_relist_every_second_and_never_subscribe() {
     let rt = Arc::new(FakeRuntime::new());
     rt.serve_container_events();
-    let h = start(rt, false, EVENT_BUFFER).await;
+    let h = start(rt, false).await;
     run_for(10500 * MS).await;
     assert!((10..=12).contains(&h.relists()), "{}", h.relists());
     assert_eq!(h.subscribe_calls(), 0);
@@ -219,7 +220,7 @@ async fn events_off_relist_every_second_and_never_subscribe() {
 async fn a_broken_stream_falls_back_then_resubscribes_and_relists_at_once() {
     let rt = Arc::new(FakeRuntime::new());
     rt.serve_container_events();
-    let h = start(rt, true, EVENT_BUFFER).await;
+    let h = start(rt, true).await;
     run_for(S).await;
     let (id, _) = h.running().await.expect("the pod runs");
 
@@ -274,7 +275,7 @@ async fn a_broken_stream_falls_back_then_resubscribes_and_relists_at_once() {
 async fn a_missed_event_is_found_by_the_safety_net_relist_and_logged() {
     let rt = Arc::new(FakeRuntime::new());
     rt.serve_container_events();
-    let h = start(rt, true, EVENT_BUFFER).await;
+    let h = start(rt, true).await;
     run_for(S).await;
     let (id, _) = h.running().await.expect("the pod runs");
 
@@ -303,22 +304,26 @@ async fn a_missed_event_is_found_by_the_safety_net_relist_and_logged() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_loop_that_falls_behind_the_stream_relists_at_once() {
+async fn a_burst_of_events_loses_nothing_and_relists_nothing() {
     let rt = Arc::new(FakeRuntime::new());
     rt.serve_container_events();
-    let h = start(rt, true, 2).await;
+    let h = start(rt, true).await;
     run_for(S).await;
     let (id, _) = h.running().await.expect("the pod runs");
     let before = h.relists();
-    // More events at once than the buffer holds.
-    for _ in 0..10 {
+    // Thousands of events at once, far more than any stream buffer: the
+    // queue keeps one per container, and the newest (the exit) wakes the
+    // pod's worker, which restarts the container.
+    for _ in 0..5000 {
         h.rt.exit_container(&id, 1);
     }
     run_for(10 * MS).await;
-    let lagged = "crilet fell behind the container event stream and lost events";
-    assert_eq!(h.logs.count(lagged), 1, "{}", h.logs.text());
-    assert!(h.relists() > before);
-    assert_eq!(h.running().await.map(|r| r.1), Some(1));
+    let log = h.logs.text();
+    assert!(!log.contains("lost events"), "{log}");
+    assert_eq!(h.relists(), before, "a burst needs no relist: {log}");
+    let (new_id, running) = h.running().await.expect("restarted");
+    assert_ne!(new_id, id, "the exit woke the worker: {log}");
+    assert_eq!(running, 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -327,7 +332,7 @@ async fn the_relist_sweeps_directories_of_pods_nothing_knows() {
     // log directory of a pod that is gone from the sources and the runtime;
     // and one in the pod logs directory of crilets before --pod-logs-dir.
     let rt = Arc::new(FakeRuntime::new());
-    let h = start(rt, false, EVENT_BUFFER).await;
+    let h = start(rt, false).await;
     let root = h._root.path().to_path_buf();
     for dir in [
         "pods/gone/containers/app",
@@ -376,12 +381,12 @@ async fn after_a_restart_the_new_version_of_a_pod_waits_for_the_old_one() {
 /// still runs when the next crilet reads the manifest (u2).
 async fn restart_with_an_edited_manifest() {
     let rt = Arc::new(FakeRuntime::new());
-    let first = start(rt.clone(), false, EVENT_BUFFER).await;
+    let first = start(rt.clone(), false).await;
     run_for(3 * S).await;
     drop(first); // leaves the pod running, as a kill would
     let mut edited = pod();
     edited.metadata.uid = Some("u2".into());
-    let h = start_with(rt.clone(), false, EVENT_BUFFER, edited).await;
+    let h = start_with(rt.clone(), false, edited).await;
     let ready = |uid: &'static str| {
         let rt = rt.clone();
         async move {

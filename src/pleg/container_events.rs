@@ -1,62 +1,143 @@
 //! The task that holds the runtime's GetContainerEvents stream: it
 //! subscribes, forwards every event, and when the stream fails or ends it
 //! says so and subscribes again after the back-off of `pleg::decisions`.
-//! It talks to the sync loop over a broadcast channel, so it never waits
-//! for the loop: a loop that falls behind learns it lost events (a lag).
+//! It hands its messages to the sync loop through an [`EventQueue`], so it
+//! never waits for the loop, and a loop that is busy through a burst finds
+//! the newest event of every container waiting for it: nothing is lost.
+//! Reading the stream at once also keeps the runtime from dropping events
+//! (containerd and CRI-O drop what a slow subscriber leaves in their own
+//! buffers).
 //!
 //! Invariant: it decides nothing about pods or relists; the sync loop does,
 //! with `pleg::decisions`.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use tokio::sync::broadcast;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::cri::{ContainerEvent, Runtime};
+use crate::cri::Runtime;
 use crate::pleg::decisions::Resubscribe;
+use crate::pleg::event_queue::EventQueue;
+pub use crate::pleg::event_queue::StreamMessage;
 
 /// How long a call may stay unanswered before it counts as subscribed.
 /// containerd and CRI-O send nothing, headers included, until their first
 /// event, so a pending call is the only sign of a working subscription; a
 /// runtime without the call refuses it within milliseconds.
 pub const SUBSCRIBE_SETTLE: Duration = Duration::from_millis(100);
-/// Events the sync loop may be behind before it lags.
-pub const EVENT_BUFFER: usize = 1024;
 
-/// What the task tells the sync loop.
-#[derive(Debug, Clone)]
-pub enum StreamMessage {
-    /// The stream is open (answered, or pending past `SUBSCRIBE_SETTLE`).
-    Subscribed,
-    Event(ContainerEvent),
-    /// The call failed or the stream ended; the next attempt comes after
-    /// `retry_in`.
-    Ended {
-        error: String,
-        unimplemented: bool,
-        retry_in: Duration,
-    },
+/// What the stream brought, for `/metrics`: events received, how many of
+/// them replaced one still waiting (coalesced), and the changes a relist
+/// found that no event announced (missed: the runtime did not send them).
+#[derive(Debug, Default)]
+pub struct EventCounters {
+    pub received: AtomicU64,
+    pub coalesced: AtomicU64,
+    pub missed: AtomicU64,
 }
 
-/// Starts the task; its messages come on the returned receiver (which
-/// holds `capacity` of them) until `cancel`.
+/// What the task and the sync loop share.
+#[derive(Default)]
+struct Shared {
+    counters: Arc<EventCounters>,
+    queue: Mutex<EventQueue>,
+    notify: Notify,
+    /// The task has ended (cancelled).
+    closed: AtomicBool,
+    /// The receiver is gone: the task ends.
+    dropped: AtomicBool,
+}
+
+/// The sync loop's end of the stream.
+pub struct EventReceiver {
+    shared: Arc<Shared>,
+}
+
+impl EventReceiver {
+    /// The next message; `None` once the task has ended and nothing waits.
+    pub async fn recv(&mut self) -> Option<StreamMessage> {
+        loop {
+            if let Some(message) = self.try_recv() {
+                return Some(message);
+            }
+            if self.shared.closed.load(Ordering::Acquire) {
+                // Whatever the task pushed before it closed is taken first.
+                return self.try_recv();
+            }
+            self.shared.notify.notified().await;
+        }
+    }
+
+    /// The next message waiting, if any.
+    pub fn try_recv(&mut self) -> Option<StreamMessage> {
+        self.shared.queue.lock().unwrap().pop()
+    }
+
+    /// Counts changes a relist found that no event announced.
+    pub fn count_missed(&self, missed: usize) {
+        (self.shared.counters.missed).fetch_add(missed as u64, Ordering::Relaxed);
+    }
+}
+
+impl Drop for EventReceiver {
+    fn drop(&mut self) {
+        self.shared.dropped.store(true, Ordering::Release);
+    }
+}
+
+/// The task's end: false once nobody listens.
+struct Sender {
+    shared: Arc<Shared>,
+}
+
+impl Sender {
+    fn send(&self, message: StreamMessage) -> bool {
+        if self.shared.dropped.load(Ordering::Acquire) {
+            return false;
+        }
+        let (received, coalesced) = {
+            let mut queue = self.shared.queue.lock().unwrap();
+            queue.push(message);
+            (queue.received, queue.coalesced)
+        };
+        let counters = &self.shared.counters;
+        counters.received.store(received, Ordering::Relaxed);
+        counters.coalesced.store(coalesced, Ordering::Relaxed);
+        self.shared.notify.notify_one();
+        true
+    }
+}
+
+impl Drop for Sender {
+    fn drop(&mut self) {
+        self.shared.closed.store(true, Ordering::Release);
+        self.shared.notify.notify_one();
+    }
+}
+
+/// Starts the task; its messages come on the returned receiver until
+/// `cancel`, and what it brought is counted in `counters`.
 pub fn spawn(
     runtime: Arc<dyn Runtime>,
-    capacity: usize,
+    counters: Arc<EventCounters>,
     cancel: CancellationToken,
-) -> broadcast::Receiver<StreamMessage> {
-    let (tx, rx) = broadcast::channel(capacity);
+) -> EventReceiver {
+    let shared = Arc::new(Shared {
+        counters,
+        ..Default::default()
+    });
+    let tx = Sender {
+        shared: shared.clone(),
+    };
     tokio::spawn(run(runtime, tx, cancel));
-    rx
+    EventReceiver { shared }
 }
 
-async fn run(
-    runtime: Arc<dyn Runtime>,
-    tx: broadcast::Sender<StreamMessage>,
-    cancel: CancellationToken,
-) {
+async fn run(runtime: Arc<dyn Runtime>, tx: Sender, cancel: CancellationToken) {
     let mut backoff = Resubscribe::default();
     loop {
         let started = tokio::time::Instant::now();
@@ -70,7 +151,7 @@ async fn run(
             unimplemented,
             retry_in,
         };
-        if tx.send(ended).is_err() {
+        if !tx.send(ended) {
             return; // the sync loop is gone
         }
         tokio::select! {
@@ -84,7 +165,7 @@ async fn run(
 /// call), or `None` when cancelled or nobody listens any more.
 async fn subscribe_once(
     runtime: &dyn Runtime,
-    tx: &broadcast::Sender<StreamMessage>,
+    tx: &Sender,
     cancel: &CancellationToken,
 ) -> Option<(String, bool)> {
     let ended =
@@ -100,7 +181,7 @@ async fn subscribe_once(
     let answer = match answer {
         Some(answer) => answer,
         None => {
-            tx.send(StreamMessage::Subscribed).ok()?;
+            tx.send(StreamMessage::Subscribed).then_some(())?;
             tokio::select! {
                 _ = cancel.cancelled() => return None,
                 answer = &mut call => answer,
@@ -112,7 +193,7 @@ async fn subscribe_once(
         Err(e) => return ended(e),
     };
     if !said {
-        tx.send(StreamMessage::Subscribed).ok()?;
+        tx.send(StreamMessage::Subscribed).then_some(())?;
     }
     loop {
         let item = tokio::select! {
@@ -121,7 +202,7 @@ async fn subscribe_once(
         };
         match item {
             Some(Ok(event)) => {
-                tx.send(StreamMessage::Event(event)).ok()?;
+                tx.send(StreamMessage::Event(event)).then_some(())?;
             }
             Some(Err(e)) => return ended(e),
             None => return Some(("the runtime closed the event stream".into(), false)),

@@ -56,8 +56,6 @@ pub enum Notice {
     Unimplemented,
     /// The stream could not be opened or broke: said once per outage.
     Broken { error: String, was_subscribed: bool },
-    /// The sync loop fell behind the stream and lost `lost` events.
-    Lagged { lost: u64 },
 }
 
 /// What the driver does after a change of the stream.
@@ -276,16 +274,6 @@ impl Pleg {
         Reaction {
             relist_now: was_subscribed,
             notice,
-        }
-    }
-
-    /// The driver fell behind the stream: `lost` events are gone. Relist
-    /// now; the stream itself still works.
-    pub fn lagged(&mut self, lost: u64) -> Reaction {
-        self.unwatch();
-        Reaction {
-            relist_now: true,
-            notice: Some(Notice::Lagged { lost }),
         }
     }
 

@@ -94,7 +94,6 @@ fn modes_periods_and_notices_follow_the_stream() {
     let subscribed: Step = |p| p.subscribed();
     let unimplemented: Step = |p| p.stream_ended(true, "unknown method");
     let broken: Step = |p| p.stream_ended(false, "connection reset");
-    let lagged: Step = |p| p.lagged(3);
     let broke = |was_subscribed| {
         Some(Notice::Broken {
             error: "connection reset".into(),
@@ -156,25 +155,6 @@ fn modes_periods_and_notices_follow_the_stream() {
             vec![
                 (broken, Mode::Broken, false, broke(false)),
                 (broken, Mode::Broken, false, None),
-            ],
-        ),
-        (
-            "a lag keeps the stream and relists",
-            vec![
-                (
-                    subscribed,
-                    Mode::Evented,
-                    true,
-                    Some(Notice::Subscribed {
-                        after_outage: false,
-                    }),
-                ),
-                (
-                    lagged,
-                    Mode::Evented,
-                    true,
-                    Some(Notice::Lagged { lost: 3 }),
-                ),
             ],
         ),
         (
@@ -376,13 +356,10 @@ fn unwatched_windows_are_not_checked() {
     let before = snapshot(&[("c1", Running)]);
     let after = snapshot(&[("c1", Exited)]);
     type Gap = fn(&mut Pleg);
-    let gaps: [(&str, Gap); 4] = [
+    let gaps: [(&str, Gap); 3] = [
         ("broken then resubscribed", |p| {
             p.stream_ended(false, "reset");
             p.subscribed();
-        }),
-        ("a lag", |p| {
-            p.lagged(1);
         }),
         ("unimplemented", |p| {
             p.stream_ended(true, "unknown method");

@@ -9,7 +9,13 @@
 //! as the kubelet's prober names them.
 //!
 //! The process: `process_*`, as every Kubernetes component (see
-//! [`super::process_stats`]).
+//! [`super::process_stats`]), and `crilet_tokio_alive_tasks`, the async
+//! tasks alive (a leak shows as growth).
+//!
+//! The container event stream: `crilet_container_events_total` (received),
+//! `crilet_container_events_coalesced_total` (replaced one still waiting
+//! for the sync loop) and `crilet_container_events_missed_total` (changes a
+//! relist found that no event announced).
 //!
 //! Runtime operations are counted as they happen (the CRI adapter reports
 //! each call); the gauges are set from the snapshots at scrape time.
@@ -29,6 +35,7 @@ use super::StatsSources;
 use crate::cri::client::OperationObserver;
 use crate::images::report::GcCounters;
 use crate::images::select::GcReason;
+use crate::pleg::container_events::EventCounters;
 use crate::pod::{self, Pod};
 use crate::prober::ProbeType;
 use crate::prober::manager::ProbeRecorder;
@@ -103,6 +110,10 @@ pub struct Metrics {
     gc_bytes: Family<Reason, Counter>,
     gc_collections: Counter,
     gc_shortfalls: Counter,
+    container_events: std::sync::OnceLock<Arc<EventCounters>>,
+    /// Received, coalesced, missed.
+    event_counts: [Counter; 3],
+    alive_tasks: Gauge,
     probes: Family<ProbeResultLabels, Counter>,
     probe_durations: Family<ProbeDurationLabels, Histogram, fn() -> Histogram>,
     process: super::process_stats::ProcessMetrics,
@@ -198,6 +209,32 @@ impl Metrics {
             "Collections that could not bring usage down to the low threshold.",
             gc_shortfalls.clone(),
         );
+        let event_counts: [Counter; 3] = Default::default();
+        for (name, help, c) in [
+            (
+                "crilet_container_events",
+                "Container events received from the runtime's GetContainerEvents stream.",
+                &event_counts[0],
+            ),
+            (
+                "crilet_container_events_coalesced",
+                "Container events that replaced an older event of the same container still waiting for the sync loop.",
+                &event_counts[1],
+            ),
+            (
+                "crilet_container_events_missed",
+                "Container changes a relist found that no event announced.",
+                &event_counts[2],
+            ),
+        ] {
+            registry.register(name, help, c.clone());
+        }
+        let alive_tasks = Gauge::default();
+        registry.register(
+            "crilet_tokio_alive_tasks",
+            "Async tasks alive in crilet's runtime.",
+            alive_tasks.clone(),
+        );
         let probes = Family::<ProbeResultLabels, Counter>::default();
         let probe_durations =
             Family::<ProbeDurationLabels, Histogram, fn() -> Histogram>::new_with_constructor(
@@ -230,6 +267,9 @@ impl Metrics {
             gc_bytes,
             gc_collections,
             gc_shortfalls,
+            container_events: std::sync::OnceLock::new(),
+            event_counts,
+            alive_tasks,
         }
     }
 
@@ -262,8 +302,24 @@ impl Metrics {
         let _ = self.image_gc.set(counters);
     }
 
-    /// Sets the gauges from the snapshots and renders the text format.
-    pub fn render(&self, sources: &StatsSources) -> String {
+    /// Exports the container event stream's counters from now on.
+    pub fn set_container_events(&self, counters: Arc<EventCounters>) {
+        let _ = self.container_events.set(counters);
+    }
+
+    /// The counters kept elsewhere (container events, image GC) and the
+    /// live task count, now.
+    fn catch_up_loop(&self) {
+        if let Some(ev) = self.container_events.get() {
+            use std::sync::atomic::Ordering::Relaxed;
+            let values = [&ev.received, &ev.coalesced, &ev.missed];
+            for (c, v) in self.event_counts.iter().zip(values) {
+                catch_up(c, v.load(Relaxed));
+            }
+        }
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            (self.alive_tasks).set(handle.metrics().num_alive_tasks() as i64);
+        }
         if let Some(gc) = self.image_gc.get() {
             use std::sync::atomic::Ordering::Relaxed;
             for reason in [GcReason::Space, GcReason::Age] {
@@ -279,6 +335,11 @@ impl Metrics {
             catch_up(&self.gc_collections, gc.collections.load(Relaxed));
             catch_up(&self.gc_shortfalls, gc.space_shortfalls.load(Relaxed));
         }
+    }
+
+    /// Sets the gauges from the snapshots and renders the text format.
+    pub fn render(&self, sources: &StatsSources) -> String {
+        self.catch_up_loop();
         self.process
             .update(&super::process_stats::read_self(std::path::Path::new(
                 "/proc",
@@ -410,6 +471,29 @@ mod tests {
             out.contains("prober_probe_duration_seconds_count{probe_type=\"Readiness\",container=\"etcd\",pod=\"etcd-node1\",namespace=\"kube-system\"} 2"),
             "{out}"
         );
+    }
+
+    #[tokio::test]
+    async fn event_counters_and_live_tasks_render() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let m = Metrics::new();
+        let counters = Arc::new(EventCounters::default());
+        m.set_container_events(counters.clone());
+        counters.received.store(7, Relaxed);
+        counters.coalesced.store(2, Relaxed);
+        counters.missed.store(1, Relaxed);
+        let _task = tokio::spawn(std::future::pending::<()>());
+        m.catch_up_loop();
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &m.registry).unwrap();
+        for want in [
+            "crilet_container_events_total 7",
+            "crilet_container_events_coalesced_total 2",
+            "crilet_container_events_missed_total 1",
+            "crilet_tokio_alive_tasks 1",
+        ] {
+            assert!(out.contains(want), "{want}: {out}");
+        }
     }
 
     #[test]
