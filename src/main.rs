@@ -555,7 +555,10 @@ fn main() -> ExitCode {
     }
     let (log_format, level) = match &cli.command {
         Command::Run(args) => match crilet::agent::config::load(args) {
-            Ok(settings) => (settings.log_format, "info"),
+            Ok(settings) => (
+                settings.log_format,
+                crilet::agent::config::log_filter(settings.verbosity),
+            ),
             Err(e) => {
                 eprintln!("crilet: error: {e}");
                 return ExitCode::FAILURE;

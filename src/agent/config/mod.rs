@@ -130,6 +130,12 @@ pub struct RunArgs {
     /// Log format.
     #[arg(long, value_enum)]
     pub log_format: Option<LogFormat>,
+    /// Log verbosity, as the kubelet's klog `--v`: 0-3 info; 4 and up add
+    /// crilet's debug lines (each CRI call with its duration, each pod
+    /// sync as a span: one pod's start step by step); 6 and up its trace
+    /// lines. CRILET_LOG (an env-filter) overrides it.
+    #[arg(long = "v", short = 'v', value_name = "LEVEL")]
+    pub verbosity: Option<u8>,
     /// Feature gates, e.g. `EventedPLEG=false` (relist every second
     /// instead of following the runtime's container events).
     #[arg(long, value_name = "NAME=BOOL,...", value_parser = parse_feature_gates)]
@@ -259,6 +265,16 @@ pub struct ConfigFile {
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct LoggingConfig {
     pub format: Option<LogFormat>,
+    pub verbosity: Option<u8>,
+}
+
+/// The log filter for a klog verbosity.
+pub fn log_filter(verbosity: u8) -> &'static str {
+    match verbosity {
+        0..=3 => "info",
+        4 | 5 => "info,crilet=debug",
+        _ => "info,crilet=trace",
+    }
 }
 
 /// Resolved settings.
@@ -284,6 +300,8 @@ pub struct Settings {
     pub cgroup_driver: CgroupDriver,
     pub restrict_oom_score_adj: bool,
     pub log_format: LogFormat,
+    /// `--v` / `logging.verbosity` (0 unless given).
+    pub verbosity: u8,
     /// Follow container events where the runtime serves them (the
     /// `EventedPLEG` gate); otherwise relist every second.
     pub evented_pleg: bool,
@@ -388,6 +406,10 @@ pub fn resolve(args: &RunArgs, file: &ConfigFile, origin: &str) -> Result<Settin
             .log_format
             .or(file.logging.as_ref().and_then(|l| l.format))
             .unwrap_or_default(),
+        verbosity: args
+            .verbosity
+            .or(file.logging.as_ref().and_then(|l| l.verbosity))
+            .unwrap_or(0),
         evented_pleg: features::resolve_gate(args, file, origin, EVENTED_PLEG)?,
         kubeconfig: mirror::resolve_kubeconfig(args),
         register_with_taints: taints::resolve_register_with_taints(args, file, origin)?,

@@ -237,3 +237,36 @@ fn the_packaged_example_config_resolves() {
         kubelet_server::AuthorizationMode::Webhook
     );
 }
+
+#[test]
+fn verbosity_comes_from_v_or_the_file_and_picks_the_log_filter() {
+    let file = |v: &str| {
+        let text = format!("{FILE}").replace(
+            "  format: json\n",
+            &format!("  format: json\n  verbosity: {v}\n"),
+        );
+        parse_config_file("k.yaml", &text).unwrap()
+    };
+    let v = |args: &[&str], f: &ConfigFile| {
+        let args = try_parse_flags(args).unwrap();
+        resolve(&args, f, "k.yaml").unwrap().verbosity
+    };
+    assert_eq!(v(&[], &ConfigFile::default()), 0);
+    assert_eq!(v(&["--v=4"], &ConfigFile::default()), 4);
+    assert_eq!(v(&["-v", "6"], &ConfigFile::default()), 6);
+    assert_eq!(v(&[], &file("5")), 5);
+    assert_eq!(v(&["--v", "2"], &file("5")), 2, "the flag wins");
+    assert!(try_parse_flags(&["--v=loud"]).is_err());
+    let filters: Vec<&str> = [0, 3, 4, 5, 6, 10].map(log_filter).to_vec();
+    assert_eq!(
+        filters,
+        [
+            "info",
+            "info",
+            "info,crilet=debug",
+            "info,crilet=debug",
+            "info,crilet=trace",
+            "info,crilet=trace"
+        ]
+    );
+}

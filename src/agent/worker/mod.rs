@@ -247,7 +247,12 @@ impl Worker {
         loop {
             let work = rx.borrow_and_update().clone();
             let outcome = match &work {
-                PodWork::Sync(pod) => self.sync(pod).await,
+                PodWork::Sync(pod) => {
+                    // `--v=4`: every CRI call and action of the pass, under
+                    // the pod's name.
+                    let span = tracing::debug_span!("pod_sync", pod = %pod::full_name(pod));
+                    tracing::Instrument::instrument(self.sync(pod), span).await
+                }
                 PodWork::Terminate {
                     uid,
                     full_name,

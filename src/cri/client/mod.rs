@@ -112,8 +112,10 @@ impl CriRuntime {
     {
         let started = std::time::Instant::now();
         let result = self.call_inner(op, timeout, fut).await;
+        let elapsed = started.elapsed();
+        tracing::debug!(op, ?elapsed, ok = result.is_ok(), "CRI call");
         if let Some(o) = &self.observer {
-            o.observe(op, started.elapsed(), result.is_ok());
+            o.observe(op, elapsed, result.is_ok());
         }
         result
     }
