@@ -241,7 +241,7 @@ fn the_packaged_example_config_resolves() {
 #[test]
 fn verbosity_comes_from_v_or_the_file_and_picks_the_log_filter() {
     let file = |v: &str| {
-        let text = format!("{FILE}").replace(
+        let text = FILE.replace(
             "  format: json\n",
             &format!("  format: json\n  verbosity: {v}\n"),
         );
