@@ -56,6 +56,10 @@
 #                 and 22383): 1 and 50 pods started and removed, RSS and
 #                 idle CPU holding 50, an idle node's API requests/s; each
 #                 figure for both and the ratio (benches/kubelet_vs_crilet.rs).
+#   soak_long     scripts/soak.sh --long on containerd 1.6, containerd 2.1
+#                 and CRI-O 1.32 in turn: 100 probed pods with churn, one
+#                 release crilet never killed, CRILET_BENCH_SOAK_MINUTES (30)
+#                 each; its growth of RSS, descriptors and tasks.
 #   parity        the differential harness (parity/) on containerd 1.6,
 #                 containerd 2.1 and CRI-O 1.32, each on its own instance,
 #                 against that API server; one summary line per runtime.
@@ -253,6 +257,19 @@ for line in sys.stdin:
     with_parity "$kind" "$parity_bin" --ignored --exact kubelet_and_crilet_agree_over_the_corpus \
       --nocapture >"$OUT/parity-$kind" 2>&1 || true
     echo "== parity [$kind]: $(grep -E '^parity \[.*differences' "$OUT/parity-$kind" || echo "did not finish, see $OUT/parity-$kind")"
+  done
+fi
+# The long-lived soak (scripts/soak.sh --long, the release binary) on each
+# runtime, one after another: CRILET_BENCH_SOAK_MINUTES (30) each.
+if want soak_long; then
+  for kind in containerd1 containerd2 crio; do
+    kind_wanted "$kind" || continue
+    rc=0
+    SOAK_RUNTIME=$kind SOAK_CRILET="$CRILET_BIN" SOAK_DIR=/tmp/crilet-bench-soak-long \
+      SOAK_BRIDGE=criletbench9 SOAK_POD_CIDR=10.97.0.0/16 SOAK_CGROUP_ROOT=crilet-bench-soak \
+      bash "$ROOT/scripts/soak.sh" --long "${CRILET_BENCH_SOAK_MINUTES:-30}" \
+      >"$OUT/soak_long-$kind" 2>&1 || rc=$?
+    echo "== soak_long [$kind]: $(grep -E '^soak-long:' "$OUT/soak_long-$kind" || echo "did not finish (status $rc), see $OUT/soak_long-$kind")"
   done
 fi
 pick() { # FILE PATTERN -> the first matching line, squeezed

@@ -237,6 +237,18 @@ job soak env SOAK_CRILET="$CARGO_TARGET_DIR/debug/crilet" \
   SOAK_CGROUP_ROOT=crilet-soak SOAK_ARGS="--churn-seconds 20" \
   bash "$ROOT/scripts/soak.sh" "${CRILET_SOAK_MINUTES:-2}"
 
+# The long-lived soak's 2-minute version: one crilet never killed, 30
+# probed pods with churn, a crash loop and a flapping probe on containerd
+# 2.1; fails on growth of its descriptors or tasks, or of its RSS by more
+# than 1 MiB, after 45 s (bash scripts/bench.sh runs the 30-minute one on
+# every runtime).
+say "long-lived soak, 2 minutes (scripts/soak.sh --long; in the background)"
+job soak-long env SOAK_CRILET="$CARGO_TARGET_DIR/debug/crilet" \
+  SOAK_DIR=/tmp/crilet-soak-long SOAK_BRIDGE=crilettest17 SOAK_POD_CIDR=10.108.0.0/16 \
+  SOAK_CGROUP_ROOT=crilet-soak-long SOAK_RUNTIME=containerd2 \
+  SOAK_LONG_ARGS="--pods 30 --warmup-minutes 0.75 --churn-seconds 30" \
+  bash "$ROOT/scripts/soak.sh" --long 2
+
 # Wait for each, in the order started, and print what it wrote.
 failed=()
 t0=$(date +%s)
