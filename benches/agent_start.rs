@@ -7,6 +7,10 @@
 //!      each (CRILET_BENCH_RUNS), ratio of the medians;
 //!   3. crilet's RSS and CPU while it holds those 50 pods idle for 30 s.
 //!
+//! Part 1 also says where the time goes: the median of each CRI call of
+//! the raw sequence beside the same call made by crilet (from its `--v=4`
+//! lines), and crilet's own time (its total less its three calls).
+//!
 //! CRILET_BENCH_AGENT_ARGS adds flags to `crilet run` (space-separated).
 //!
 //! Prints the figures; asserts nothing (the machines are shared and noisy).
@@ -99,6 +103,25 @@ struct Agent {
 
 impl Agent {
     fn start(bin: &Path, endpoint: &str, manifests: &Path, root: &Path, extra: &[String]) -> Self {
+        Self::start_logged(bin, endpoint, manifests, root, extra, None)
+    }
+
+    /// With its CRI calls logged (`--v=4`'s lines) to `log`.
+    fn start_logged(
+        bin: &Path,
+        endpoint: &str,
+        manifests: &Path,
+        root: &Path,
+        extra: &[String],
+        log: Option<&Path>,
+    ) -> Self {
+        let (level, stderr) = match log {
+            Some(path) => (
+                "warn,crilet::cri::client=debug",
+                Stdio::from(std::fs::File::create(path).expect("crilet's log")),
+            ),
+            None => ("warn", Stdio::inherit()),
+        };
         let child = Command::new(bin)
             .args([
                 "run",
@@ -125,8 +148,9 @@ impl Agent {
             .arg("--socket")
             .arg(root.join("crilet.sock"))
             .args(extra)
-            .env("CRILET_LOG", "warn")
+            .env("CRILET_LOG", level)
             .stdout(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("start crilet");
         Agent { child }
@@ -160,6 +184,28 @@ impl Drop for Agent {
     }
 }
 
+/// The durations of crilet's logged CRI calls of `op` (`CRI call
+/// op="X" elapsed=1.5ms`, Rust's Duration debug form).
+fn logged_calls(log: &str, op: &str) -> Vec<Duration> {
+    let key = format!("op=\"{op}\" elapsed=");
+    (log.lines())
+        .filter_map(|l| {
+            let v = l.split(&key).nth(1)?.split_whitespace().next()?;
+            let split = v.find(|c: char| !c.is_ascii_digit() && c != '.')?;
+            let (n, unit) = v.split_at(split);
+            let n: f64 = n.parse().ok()?;
+            let secs = match unit {
+                "s" => n,
+                "ms" => n / 1e3,
+                "µs" => n / 1e6,
+                "ns" => n / 1e9,
+                _ => return None,
+            };
+            Some(Duration::from_secs_f64(secs))
+        })
+        .collect()
+}
+
 #[tokio::main]
 async fn main() {
     let (endpoint, bin) = common::endpoint_and_binary("agent_start");
@@ -184,10 +230,21 @@ async fn main() {
 
     // --- 1a. raw: one pod at a time
     let mut raw = Vec::new();
+    let mut raw_steps: [Vec<Duration>; 3] = Default::default();
     for i in 0..n {
         let (sb, c) = pod(10_000 + i, scratch.path());
         let t = Instant::now();
-        let id = raw_start(rt.as_ref(), &sb, &c).await;
+        let id = rt.run_pod_sandbox(&sb).await.expect("RunPodSandbox");
+        raw_steps[0].push(t.elapsed());
+        if let Some(dir) = Path::new(&c.log_path).parent() {
+            std::fs::create_dir_all(Path::new(&sb.log_directory).join(dir)).unwrap();
+        }
+        let step = Instant::now();
+        let ctr = (rt.create_container(&id, &c, &sb).await).expect("CreateContainer");
+        raw_steps[1].push(step.elapsed());
+        let step = Instant::now();
+        rt.start_container(&ctr).await.expect("StartContainer");
+        raw_steps[2].push(step.elapsed());
         raw.push(t.elapsed());
         raw_remove(rt.as_ref(), &id, &sb.cgroup_parent).await;
     }
@@ -243,12 +300,14 @@ async fn main() {
     }
 
     // --- 1b. crilet: one manifest at a time
-    let agent = Agent::start(
+    let calls_log = scratch.path().join("crilet-calls.log");
+    let agent = Agent::start_logged(
         &bin,
         &endpoint,
         &manifests,
         &scratch.path().join("root"),
         &extra,
+        Some(&calls_log),
     );
     tokio::time::sleep(Duration::from_secs(2)).await; // started, first SET sent
     let mut via_agent = Vec::new();
@@ -267,6 +326,9 @@ async fn main() {
         std::fs::remove_file(manifests.join(format!("{name}.yaml"))).unwrap();
         wait_empty(rt.as_ref()).await;
     }
+
+    // Its calls for the single pods, before part 3 adds its own.
+    let logged = std::fs::read_to_string(&calls_log).unwrap_or_default();
 
     // --- 3. idle with `pods` pods
     for name in &names {
@@ -298,6 +360,26 @@ async fn main() {
     println!("   raw CRI sequence   min {rmin:7.1} ms  median {rmed:7.1} ms  max {rmax:7.1} ms");
     println!("   crilet             min {amin:7.1} ms  median {amed:7.1} ms  max {amax:7.1} ms");
     println!("   ratio of medians   {:.2}", amed / rmed);
+    let mut own = amed;
+    println!("   where it goes      raw median  crilet median (its --v=4 lines)");
+    for (i, op) in ["RunPodSandbox", "CreateContainer", "StartContainer"]
+        .into_iter()
+        .enumerate()
+    {
+        let theirs = logged_calls(&logged, op);
+        let (_, raw_med, _) = summary(&raw_steps[i]);
+        let agent_med = if theirs.is_empty() {
+            f64::NAN
+        } else {
+            summary(&theirs).1
+        };
+        own -= agent_med;
+        println!(
+            "     {op:<16} {raw_med:8.1} ms  {agent_med:8.1} ms ({} calls)",
+            theirs.len()
+        );
+    }
+    println!("     crilet's own     {:>8}     {own:8.1} ms (its median less the three)", "");
     let (wmin, wmed, wmax) = summary(&raw_many);
     let (cmin, cmed, cmax) = summary(&agent_many);
     println!("2. {pods} pods, {runs} alternating runs");
