@@ -58,6 +58,12 @@ async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
         let s = Instant::now();
         let sb = rt.run_pod_sandbox(&sandbox).await?;
         t[0] = s.elapsed();
+        // As the kubelet (and raw_start): the container's log directory
+        // first; CRI-O fails CreateContainer without it ("write child:
+        // broken pipe").
+        if let Some(dir) = Path::new(&container.log_path).parent() {
+            std::fs::create_dir_all(Path::new(&sandbox.log_directory).join(dir))?;
+        }
         let s = Instant::now();
         let ctr = rt.create_container(&sb, &container, &sandbox).await?;
         t[1] = s.elapsed();
