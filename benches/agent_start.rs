@@ -379,7 +379,10 @@ async fn main() {
             theirs.len()
         );
     }
-    println!("     crilet's own     {:>8}     {own:8.1} ms (its median less the three)", "");
+    println!(
+        "     crilet's own     {:>8}     {own:8.1} ms (its median less the three)",
+        ""
+    );
     let (wmin, wmed, wmax) = summary(&raw_many);
     let (cmin, cmed, cmax) = summary(&agent_many);
     println!("2. {pods} pods, {runs} alternating runs");

@@ -77,7 +77,14 @@ enum Mode {
 impl Mode {
     fn flags(self) -> Vec<String> {
         match self {
-            Mode::Events => vec!["--http-address".into(), METRICS_ADDRESS.into()],
+            // The gate set explicitly: on CRI-O 1.32 crilet does not
+            // subscribe by default (cri-o/cri-o#9004, see pleg::event_choice).
+            Mode::Events => vec![
+                "--http-address".into(),
+                METRICS_ADDRESS.into(),
+                "--feature-gates".into(),
+                "EventedPLEG=true".into(),
+            ],
             Mode::Relist => vec!["--feature-gates".into(), RELIST_ONLY.into()],
         }
     }

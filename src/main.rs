@@ -340,7 +340,11 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         cgroup_fs: std::path::PathBuf::from(CGROUP_ROOT),
         manifest_url,
         probe_recorder: Some(probe_recorder),
-        container_events: settings.evented_pleg,
+        container_events: crilet::pleg::container_events::choose(
+            settings.evented_pleg,
+            &version.runtime_name,
+            &version.runtime_version,
+        ),
         event_counters,
         events: events.clone(),
         services,

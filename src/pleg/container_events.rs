@@ -209,3 +209,27 @@ async fn subscribe_once(
         }
     }
 }
+
+/// Whether to follow the runtime's container events, from the gate as set
+/// (`None`: not set) and the runtime's `Version`; says why when a known
+/// bug of the runtime decides it.
+pub fn choose(gate: Option<bool>, runtime_name: &str, runtime_version: &str) -> bool {
+    use crate::pleg::event_choice::{EventsChoice, events_choice};
+    let choice = events_choice(gate, runtime_name, runtime_version);
+    match &choice {
+        EventsChoice::RelistAvoidingBug { bug } => tracing::warn!(
+            runtime = runtime_name,
+            version = runtime_version,
+            bug,
+            "not subscribing to this runtime's container events: relisting every second, as the kubelet does by default (--feature-gates EventedPLEG=true subscribes anyway)"
+        ),
+        EventsChoice::FollowDespiteBug { bug } => tracing::warn!(
+            runtime = runtime_name,
+            version = runtime_version,
+            bug,
+            "subscribing to this runtime's container events as EventedPLEG=true asks, despite its known bug"
+        ),
+        EventsChoice::Follow | EventsChoice::Relist => {}
+    }
+    choice.follows()
+}

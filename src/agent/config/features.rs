@@ -9,7 +9,9 @@ use super::{ConfigError, ConfigFile, RunArgs};
 
 /// Follow the runtime's container events (GetContainerEvents) where it
 /// serves them, relisting only as a safety net. On by default (the kubelet
-/// still defaults it off); `EventedPLEG=false` relists every second.
+/// still defaults it off), except on runtimes with a known bug with
+/// subscribers (`pleg::event_choice`: CRI-O before 1.33);
+/// `EventedPLEG=false` relists every second.
 pub const EVENTED_PLEG: &str = "EventedPLEG";
 
 /// Every gate crilet knows, with its default.
@@ -48,26 +50,37 @@ fn check_known(name: &str) -> Result<(), String> {
 }
 
 /// Whether `gate` is on: flag over file over its default.
+#[cfg(test)]
 pub(super) fn resolve_gate(
     args: &RunArgs,
     file: &ConfigFile,
     origin: &str,
     gate: &str,
 ) -> Result<bool, ConfigError> {
+    let default = KNOWN
+        .iter()
+        .find(|(n, _)| *n == gate)
+        .is_some_and(|(_, d)| *d);
+    Ok(resolve_gate_set(args, file, origin, gate)?.unwrap_or(default))
+}
+
+/// `gate` as the flag or the file sets it (the flag first); `None` when
+/// neither does, for the caller to apply the default (crilet's choice of
+/// the default may depend on the runtime, see `pleg::event_choice`).
+pub(super) fn resolve_gate_set(
+    args: &RunArgs,
+    file: &ConfigFile,
+    origin: &str,
+    gate: &str,
+) -> Result<Option<bool>, ConfigError> {
     for name in file.feature_gates.iter().flat_map(|g| g.keys()) {
         check_known(name).map_err(|message| ConfigError::File {
             path: origin.to_string(),
             message: format!("featureGates: {message}"),
         })?;
     }
-    let default = KNOWN
-        .iter()
-        .find(|(n, _)| *n == gate)
-        .is_some_and(|(_, d)| *d);
     let from = |gates: Option<&FeatureGates>| gates.and_then(|g| g.get(gate).copied());
-    Ok(from(args.feature_gates.as_ref())
-        .or(from(file.feature_gates.as_ref()))
-        .unwrap_or(default))
+    Ok(from(args.feature_gates.as_ref()).or(from(file.feature_gates.as_ref())))
 }
 
 #[cfg(test)]
@@ -93,8 +106,15 @@ mod tests {
         ];
         for (i, (args, file, want)) in cases.into_iter().enumerate() {
             let s = resolve(&args, &file, "k.yaml").unwrap();
-            assert_eq!(s.evented_pleg, want, "case {i}");
+            assert_eq!(s.evented_pleg.unwrap_or(true), want, "case {i}");
+            let on = resolve_gate(&args, &file, "k.yaml", EVENTED_PLEG).unwrap();
+            assert_eq!(on, want, "case {i}");
         }
+        // Not set at all: left to the runtime's choice.
+        let s = resolve(&RunArgs::default(), &ConfigFile::default(), "k.yaml").unwrap();
+        assert_eq!(s.evented_pleg, None);
+        let s = resolve(&flag("EventedPLEG=true"), &ConfigFile::default(), "k").unwrap();
+        assert_eq!(s.evented_pleg, Some(true));
     }
 
     #[test]

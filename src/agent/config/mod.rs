@@ -302,9 +302,10 @@ pub struct Settings {
     pub log_format: LogFormat,
     /// `--v` / `logging.verbosity` (0 unless given).
     pub verbosity: u8,
-    /// Follow container events where the runtime serves them (the
-    /// `EventedPLEG` gate); otherwise relist every second.
-    pub evented_pleg: bool,
+    /// The `EventedPLEG` gate as set by the flag or the file; `None`: not
+    /// set, on unless the runtime has a known bug with subscribers
+    /// (`pleg::event_choice`).
+    pub evented_pleg: Option<bool>,
     pub kubeconfig: Option<PathBuf>,
     /// The taints the Node is created with (default: static pods only).
     pub register_with_taints: Vec<NodeTaint>,
@@ -410,7 +411,7 @@ pub fn resolve(args: &RunArgs, file: &ConfigFile, origin: &str) -> Result<Settin
             .verbosity
             .or(file.logging.as_ref().and_then(|l| l.verbosity))
             .unwrap_or(0),
-        evented_pleg: features::resolve_gate(args, file, origin, EVENTED_PLEG)?,
+        evented_pleg: features::resolve_gate_set(args, file, origin, EVENTED_PLEG)?,
         kubeconfig: mirror::resolve_kubeconfig(args),
         register_with_taints: taints::resolve_register_with_taints(args, file, origin)?,
         image_gc: image_gc::resolve_image_gc(args, file)?,
