@@ -267,7 +267,14 @@ pub async fn remove_all_pods(rt: &CriRuntime) {
 }
 
 /// Removes every pod from the agent tests' runtime, so each test starts empty.
+/// A runtime that does not answer (one that died in an earlier test: the
+/// test that saw it die has failed, and scripts/test.sh keeps the runtime's
+/// log) is brought up again first, so it costs no other test.
 pub async fn clean_runtime(rt: &CriRuntime) {
+    if let Err(e) = rt.version().await {
+        eprintln!("the agent tests' runtime does not answer ({e}); bringing it up again");
+        agent_runtime_ctl("up");
+    }
     remove_all_pods(rt).await;
     let root = Path::new(CGROUP_ROOT);
     for h in std::fs::read_dir(root).into_iter().flatten().flatten() {
