@@ -404,7 +404,6 @@ impl Worker {
         current: &mut Option<CurrentSandbox>,
         action: &Action,
     ) -> Result<(), RuntimeError> {
-        let rt = self.ctx.runtime.clone();
         match action {
             Action::KillPod { reason } => {
                 tracing::info!(pod = %pod::full_name(pod), reason, "killing pod");
@@ -418,7 +417,7 @@ impl Worker {
                 )
                 .await
             }
-            Action::RemoveSandbox { id } => rt.remove_pod_sandbox(id).await,
+            Action::RemoveSandbox { id } => self.remove_old_sandbox(id).await,
             Action::KillContainer { id, name, reason } => {
                 tracing::info!(pod = %pod::full_name(pod), container = name, reason, "killing container");
                 let grace = mapping::termination_grace_period(pod);

@@ -15,6 +15,27 @@ use crate::logs::layout::pod_log_dir_name;
 use hooks::{begin_kill, stop_container};
 
 impl Worker {
+    /// Removes an old sandbox of a pod that lives on (a new sandbox
+    /// replaced it): each of its containers with its log files and
+    /// symlink first, as the kubelet's GC removes containers before their
+    /// sandbox. The pod's log directory stays, so a container removed with
+    /// its sandbox alone would leave a link that is never dead.
+    pub(super) async fn remove_old_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
+        let rt = self.ctx.runtime.clone();
+        let of_sandbox = crate::cri::ContainerFilter {
+            pod_sandbox_id: Some(id.to_string()),
+            ..Default::default()
+        };
+        for c in rt.list_containers(&of_sandbox).await? {
+            let dirs = &self.ctx.node.log_dirs;
+            if let Err(e) = clean_container_logs(rt.as_ref(), dirs, &c.id).await {
+                tracing::warn!(container = %c.id, error = %e, "could not remove the container's logs");
+            }
+            rt.remove_container(&c.id).await?;
+        }
+        rt.remove_pod_sandbox(id).await
+    }
+
     pub(super) async fn terminate(
         &mut self,
         uid: &str,

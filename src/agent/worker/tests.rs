@@ -430,3 +430,53 @@ async fn the_sandbox_runs_with_the_runtime_class_handler_and_a_missing_class_hol
         .collect();
     assert_eq!(handlers, ["runc-restrict-oom"]);
 }
+
+#[tokio::test]
+async fn an_old_sandbox_goes_with_its_containers_logs_and_links() {
+    // The soak found links left behind: a pod that lives on (same UID)
+    // got a new sandbox, and the old one was removed with its containers
+    // but not their logs, so their links never went dead.
+    let root = tempfile::tempdir().unwrap();
+    let rt = fake();
+    let mut w = worker(rt.clone(), root.path());
+    let log = root.path().join("pod-logs/default_web_u1/app/0.log");
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    std::fs::write(&log, "").unwrap();
+    std::fs::create_dir_all(root.path().join("containers")).unwrap();
+    let spec = || {
+        let mut p = pod(serde_json::json!({}), serde_json::json!([]));
+        p.spec.as_mut().unwrap().restart_policy = Some("Always".into());
+        p
+    };
+    w.sync(&spec()).await.unwrap();
+    let old = only_container(&rt).await;
+    let link = root
+        .path()
+        .join(format!("containers/web_default_app-{old}.log"));
+    assert!(std::fs::symlink_metadata(&link).is_ok(), "linked");
+    let sandboxes = rt
+        .list_pod_sandbox(&crate::cri::PodSandboxFilter::default())
+        .await
+        .unwrap();
+    rt.stop_pod_sandbox(&sandboxes[0].id).await.unwrap();
+    rt.exit_container(&old, 0);
+    // A new sandbox, then the old one removed.
+    w.sync(&spec()).await.unwrap();
+    w.sync(&spec()).await.unwrap();
+    let left = rt
+        .list_pod_sandbox(&crate::cri::PodSandboxFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(left.len(), 1, "{left:?} {:?}", rt.ops());
+    assert_ne!(left[0].id, sandboxes[0].id, "{:?}", rt.ops());
+    let containers = rt
+        .list_containers(&ContainerFilter::default())
+        .await
+        .unwrap();
+    assert!(containers.iter().all(|c| c.id != old), "{containers:?}");
+    assert!(
+        std::fs::symlink_metadata(&link).is_err(),
+        "the old link went"
+    );
+    assert!(!log.exists(), "the old container's log went");
+}
