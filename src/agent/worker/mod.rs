@@ -417,7 +417,7 @@ impl Worker {
                 )
                 .await
             }
-            Action::RemoveSandbox { id } => self.remove_old_sandbox(id).await,
+            Action::RemoveSandbox { id } => self.remove_old_sandbox(&pod::full_name(pod), id).await,
             Action::KillContainer { id, name, reason } => {
                 tracing::info!(pod = %pod::full_name(pod), container = name, reason, "killing container");
                 let grace = mapping::termination_grace_period(pod);

@@ -20,20 +20,34 @@ impl Worker {
     /// symlink first, as the kubelet's GC removes containers before their
     /// sandbox. The pod's log directory stays, so a container removed with
     /// its sandbox alone would leave a link that is never dead.
-    pub(super) async fn remove_old_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
+    pub(super) async fn remove_old_sandbox(
+        &self,
+        full_name: &str,
+        id: &str,
+    ) -> Result<(), RuntimeError> {
         let rt = self.ctx.runtime.clone();
         let of_sandbox = crate::cri::ContainerFilter {
             pod_sandbox_id: Some(id.to_string()),
             ..Default::default()
         };
         for c in rt.list_containers(&of_sandbox).await? {
-            let dirs = &self.ctx.node.log_dirs;
-            if let Err(e) = clean_container_logs(rt.as_ref(), dirs, &c.id).await {
-                tracing::warn!(container = %c.id, error = %e, "could not remove the container's logs");
-            }
-            rt.remove_container(&c.id).await?;
+            self.remove_container_and_logs(full_name, &c.id).await?;
         }
         rt.remove_pod_sandbox(id).await
+    }
+
+    /// Removes a container, its log files and its symlink first (a failure
+    /// there is logged and does not keep the container).
+    async fn remove_container_and_logs(
+        &self,
+        full_name: &str,
+        id: &str,
+    ) -> Result<(), RuntimeError> {
+        let rt = self.ctx.runtime.as_ref();
+        if let Err(e) = clean_container_logs(rt, &self.ctx.node.log_dirs, id).await {
+            tracing::warn!(pod = full_name, container = %id, error = %e, "could not remove the container's logs");
+        }
+        rt.remove_container(id).await
     }
 
     pub(super) async fn terminate(
@@ -61,11 +75,7 @@ impl Worker {
         // gone (removed while crilet was down) has no log directory to
         // remove below, so its files go here.
         for c in &obs.containers {
-            let dirs = &self.ctx.node.log_dirs;
-            if let Err(e) = clean_container_logs(rt.as_ref(), dirs, &c.id).await {
-                tracing::warn!(pod = full_name, container = %c.id, error = %e, "could not remove the container's logs");
-            }
-            rt.remove_container(&c.id).await?;
+            self.remove_container_and_logs(full_name, &c.id).await?;
         }
         for s in &obs.sandboxes {
             rt.remove_pod_sandbox(&s.id).await?;

@@ -311,23 +311,32 @@ async fn terminating_without_the_spec_removes_each_containers_log_files() {
     );
 }
 
+/// The log of web's first `app` container, as the runtime writes it (the
+/// fake does not; there before the start), and the container logs directory.
+fn first_log_and_link_dir(root: &Path) -> PathBuf {
+    let log = root.join("pod-logs/default_web_u1/app/0.log");
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    std::fs::write(&log, "").unwrap();
+    std::fs::create_dir_all(root.join("containers")).unwrap();
+    log
+}
+
+/// The container logs directory's link of web's `app` container `id`.
+fn app_link(root: &Path, id: &str) -> PathBuf {
+    root.join(format!("containers/web_default_app-{id}.log"))
+}
+
 #[tokio::test]
 async fn a_started_container_is_linked_and_the_link_goes_with_it() {
     let root = tempfile::tempdir().unwrap();
     let rt = fake();
     let mut w = worker(rt.clone(), root.path());
-    // The runtime writes the log (the fake does not): there before the start.
-    let log = root.path().join("pod-logs/default_web_u1/app/0.log");
-    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
-    std::fs::write(&log, "").unwrap();
-    std::fs::create_dir_all(root.path().join("containers")).unwrap();
+    let log = first_log_and_link_dir(root.path());
     w.sync(&pod(serde_json::json!({}), serde_json::json!([])))
         .await
         .unwrap();
     let id = only_container(&rt).await;
-    let link = root
-        .path()
-        .join(format!("containers/web_default_app-{id}.log"));
+    let link = app_link(root.path(), &id);
     assert_eq!(std::fs::read_link(&link).unwrap(), log);
     w.terminate("u1", "web_default", None).await.unwrap();
     assert!(std::fs::symlink_metadata(&link).is_err(), "the link went");
@@ -439,10 +448,7 @@ async fn an_old_sandbox_goes_with_its_containers_logs_and_links() {
     let root = tempfile::tempdir().unwrap();
     let rt = fake();
     let mut w = worker(rt.clone(), root.path());
-    let log = root.path().join("pod-logs/default_web_u1/app/0.log");
-    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
-    std::fs::write(&log, "").unwrap();
-    std::fs::create_dir_all(root.path().join("containers")).unwrap();
+    let log = first_log_and_link_dir(root.path());
     let spec = || {
         let mut p = pod(serde_json::json!({}), serde_json::json!([]));
         p.spec.as_mut().unwrap().restart_policy = Some("Always".into());
@@ -450,9 +456,7 @@ async fn an_old_sandbox_goes_with_its_containers_logs_and_links() {
     };
     w.sync(&spec()).await.unwrap();
     let old = only_container(&rt).await;
-    let link = root
-        .path()
-        .join(format!("containers/web_default_app-{old}.log"));
+    let link = app_link(root.path(), &old);
     assert!(std::fs::symlink_metadata(&link).is_ok(), "linked");
     let sandboxes = rt
         .list_pod_sandbox(&crate::cri::PodSandboxFilter::default())
