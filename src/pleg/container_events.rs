@@ -99,14 +99,15 @@ impl Sender {
         if self.shared.dropped.load(Ordering::Acquire) {
             return false;
         }
-        let (received, coalesced) = {
-            let mut queue = self.shared.queue.lock().unwrap();
-            queue.push(message);
-            (queue.received, queue.coalesced)
-        };
+        let event = matches!(message, StreamMessage::Event(_));
+        let coalesced = self.shared.queue.lock().unwrap().push(message);
         let counters = &self.shared.counters;
-        counters.received.store(received, Ordering::Relaxed);
-        counters.coalesced.store(coalesced, Ordering::Relaxed);
+        if event {
+            counters.received.fetch_add(1, Ordering::Relaxed);
+        }
+        if coalesced {
+            counters.coalesced.fetch_add(1, Ordering::Relaxed);
+        }
         self.shared.notify.notify_one();
         true
     }

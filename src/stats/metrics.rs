@@ -309,7 +309,7 @@ impl Metrics {
 
     /// The counters kept elsewhere (container events, image GC) and the
     /// live task count, now.
-    fn catch_up_loop(&self) {
+    fn catch_up_counters(&self) {
         if let Some(ev) = self.container_events.get() {
             use std::sync::atomic::Ordering::Relaxed;
             let values = [&ev.received, &ev.coalesced, &ev.missed];
@@ -339,7 +339,7 @@ impl Metrics {
 
     /// Sets the gauges from the snapshots and renders the text format.
     pub fn render(&self, sources: &StatsSources) -> String {
-        self.catch_up_loop();
+        self.catch_up_counters();
         self.process
             .update(&super::process_stats::read_self(std::path::Path::new(
                 "/proc",
@@ -483,7 +483,7 @@ mod tests {
         counters.coalesced.store(2, Relaxed);
         counters.missed.store(1, Relaxed);
         let _task = tokio::spawn(std::future::pending::<()>());
-        m.catch_up_loop();
+        m.catch_up_counters();
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &m.registry).unwrap();
         for want in [
