@@ -14,8 +14,10 @@ use super::{ConfigError, ConfigFile, RunArgs};
 /// `EventedPLEG=false` relists every second.
 pub const EVENTED_PLEG: &str = "EventedPLEG";
 
-/// Every gate crilet knows, with its default.
-const KNOWN: &[(&str, bool)] = &[(EVENTED_PLEG, true)];
+/// Every gate crilet knows. A gate left unset is `None` in the settings,
+/// and its consumer applies the default (EventedPLEG's: `pleg::event_choice`,
+/// on unless the runtime has a known bug with subscribers).
+const KNOWN: &[&str] = &[EVENTED_PLEG];
 
 /// The value of `--feature-gates`: gate name → enabled.
 pub type FeatureGates = BTreeMap<String, bool>;
@@ -39,35 +41,19 @@ pub fn parse_feature_gates(value: &str) -> Result<FeatureGates, String> {
 }
 
 fn check_known(name: &str) -> Result<(), String> {
-    if KNOWN.iter().any(|(known, _)| *known == name) {
+    if KNOWN.contains(&name) {
         return Ok(());
     }
-    let names: Vec<&str> = KNOWN.iter().map(|(n, _)| *n).collect();
     Err(format!(
         "unrecognized feature gate: {name} (crilet knows {})",
-        names.join(", ")
+        KNOWN.join(", ")
     ))
-}
-
-/// Whether `gate` is on: flag over file over its default.
-#[cfg(test)]
-pub(super) fn resolve_gate(
-    args: &RunArgs,
-    file: &ConfigFile,
-    origin: &str,
-    gate: &str,
-) -> Result<bool, ConfigError> {
-    let default = KNOWN
-        .iter()
-        .find(|(n, _)| *n == gate)
-        .is_some_and(|(_, d)| *d);
-    Ok(resolve_gate_set(args, file, origin, gate)?.unwrap_or(default))
 }
 
 /// `gate` as the flag or the file sets it (the flag first); `None` when
 /// neither does, for the caller to apply the default (crilet's choice of
 /// the default may depend on the runtime, see `pleg::event_choice`).
-pub(super) fn resolve_gate_set(
+pub(super) fn resolve_gate(
     args: &RunArgs,
     file: &ConfigFile,
     origin: &str,
@@ -89,32 +75,36 @@ mod tests {
     use crate::agent::config::{parse_config_file, resolve};
 
     #[test]
-    fn evented_pleg_is_flag_over_file_over_on() {
+    fn evented_pleg_is_flag_over_file_over_unset() {
         let off = parse_config_file("k.yaml", "featureGates:\n  EventedPLEG: false\n").unwrap();
         let flag = |v: &str| RunArgs {
             feature_gates: Some(parse_feature_gates(v).unwrap()),
             ..Default::default()
         };
+        // Unset (None) is left to the runtime's choice (pleg::event_choice).
         let cases = [
-            (RunArgs::default(), ConfigFile::default(), true),
-            (RunArgs::default(), off.clone(), false),
-            (flag("EventedPLEG=true"), off.clone(), true),
-            (flag("EventedPLEG=false"), ConfigFile::default(), false),
-            (flag(" EventedPLEG = false ,"), ConfigFile::default(), false),
+            (RunArgs::default(), ConfigFile::default(), None),
+            (RunArgs::default(), off.clone(), Some(false)),
+            (flag("EventedPLEG=true"), off.clone(), Some(true)),
+            (flag("EventedPLEG=true"), ConfigFile::default(), Some(true)),
+            (
+                flag("EventedPLEG=false"),
+                ConfigFile::default(),
+                Some(false),
+            ),
+            (
+                flag(" EventedPLEG = false ,"),
+                ConfigFile::default(),
+                Some(false),
+            ),
             // A flag naming other gates leaves this one to the file.
-            (flag(""), off, false),
+            (flag(""), off, Some(false)),
+            (flag(""), ConfigFile::default(), None),
         ];
         for (i, (args, file, want)) in cases.into_iter().enumerate() {
             let s = resolve(&args, &file, "k.yaml").unwrap();
-            assert_eq!(s.evented_pleg.unwrap_or(true), want, "case {i}");
-            let on = resolve_gate(&args, &file, "k.yaml", EVENTED_PLEG).unwrap();
-            assert_eq!(on, want, "case {i}");
+            assert_eq!(s.evented_pleg, want, "case {i}");
         }
-        // Not set at all: left to the runtime's choice.
-        let s = resolve(&RunArgs::default(), &ConfigFile::default(), "k.yaml").unwrap();
-        assert_eq!(s.evented_pleg, None);
-        let s = resolve(&flag("EventedPLEG=true"), &ConfigFile::default(), "k").unwrap();
-        assert_eq!(s.evented_pleg, Some(true));
     }
 
     #[test]

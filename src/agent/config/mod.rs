@@ -411,7 +411,7 @@ pub fn resolve(args: &RunArgs, file: &ConfigFile, origin: &str) -> Result<Settin
             .verbosity
             .or(file.logging.as_ref().and_then(|l| l.verbosity))
             .unwrap_or(0),
-        evented_pleg: features::resolve_gate_set(args, file, origin, EVENTED_PLEG)?,
+        evented_pleg: features::resolve_gate(args, file, origin, EVENTED_PLEG)?,
         kubeconfig: mirror::resolve_kubeconfig(args),
         register_with_taints: taints::resolve_register_with_taints(args, file, origin)?,
         image_gc: image_gc::resolve_image_gc(args, file)?,
