@@ -39,8 +39,7 @@ fn event_flags(kind: RuntimeKind) -> Vec<String> {
 /// subscription (cri-o/cri-o#9004).
 fn forget_subscriptions(kind: RuntimeKind) {
     if kind == RuntimeKind::Crio {
-        agent_runtime_ctl("stop");
-        agent_runtime_ctl("up");
+        agent_runtime_ctl("restart");
     }
 }
 /// A kill must be acted on well before the worker's 60 s resync and the

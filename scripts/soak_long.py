@@ -24,6 +24,7 @@ running at the end. Kills only the processes it started, by PID.
 """
 
 import argparse
+import json
 import os
 import random
 import signal
@@ -55,7 +56,8 @@ def manifest(i, port, generation):
             f"exec httpd -f -p 127.0.0.1:{port} -h /w"
         )
         path = "/ok"
-        command = f"    command: [sh, -c, {serve!r}]\n".replace("'", '"')
+        # A JSON string is a YAML double-quoted scalar.
+        command = f"    command: [sh, -c, {json.dumps(serve)}]\n"
     else:
         path = "/hostname"
         command = f"    command: [httpd, -f, -p, '127.0.0.1:{port}', -h, /etc]\n"
