@@ -42,6 +42,7 @@ fn forget_subscriptions(kind: RuntimeKind) {
         agent_runtime_ctl("restart");
     }
 }
+
 /// A kill must be acted on well before the worker's 60 s resync and the
 /// 300 s safety-net relist, yet loosely enough for a loaded machine.
 const QUICKLY: Duration = Duration::from_secs(5);
