@@ -118,6 +118,12 @@ async fn dropped_watch_resumes_and_a_forced_delete_is_still_seen() {
         &busybox_pod("web", "Always", "exec sleep 100000"),
     );
     let m = mirror_of(&api, &agent, "web", "created", |_| true).await;
+    // The pod runs first: what follows must leave this very container be.
+    let v = wait_for(&rt, &agent, "web", LIMIT, "main running", |v| {
+        v.running("main").is_some()
+    })
+    .await;
+    let main_id = v.running("main").unwrap().id.clone();
     // The watch drops (once it is streaming: answered 200): it resumes,
     // and a forced delete is still noticed.
     let watches = || {
@@ -146,8 +152,15 @@ async fn dropped_watch_resumes_and_a_forced_delete_is_still_seen() {
         |p| p.metadata.uid.as_deref() != Some(&uid),
     )
     .await;
-    // None of this touched the pod on the node.
-    assert_eq!(pod_view(&rt, "web").await.named("main").len(), 1);
+    // None of this touched the pod on the node: the same container runs.
+    let v = pod_view(&rt, "web").await;
+    let ids: Vec<&str> = v.named("main").iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, [main_id.as_str()], "main restarted:\n{}", agent.logs());
+    assert!(
+        v.running("main").is_some(),
+        "main stopped:\n{}",
+        agent.logs()
+    );
 }
 
 #[tokio::test]
