@@ -498,10 +498,21 @@ enum Urgency {
 }
 
 /// Opening and reading files, our own re-lists included, are not changes;
-/// a close after writing is. `only` is the file name that matters when the
-/// watch is on a single manifest's parent directory.
+/// a close after writing is. Hidden files are never read, so their events
+/// are not changes either (the kubelet's `produceWatchEvent` ignores them
+/// too): an editor's or a deployer's `.name.tmp` written before its rename
+/// would otherwise hold the rename's read back by [`DEBOUNCE`]. `only` is
+/// the file name that matters when the watch is on a single manifest's
+/// parent directory (that manifest is read even when its name is hidden).
 fn relevance(event: &notify::Event, only: Option<&OsStr>) -> Option<Urgency> {
     use notify::event::ModifyKind;
+    let hidden = |p: &PathBuf| {
+        p.file_name()
+            .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."))
+    };
+    if only.is_none() && !event.paths.is_empty() && event.paths.iter().all(hidden) {
+        return None;
+    }
     let urgency = match event.kind {
         EventKind::Access(AccessKind::Close(AccessMode::Write)) => Urgency::Now,
         EventKind::Access(_) => return None,

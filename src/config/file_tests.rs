@@ -292,6 +292,31 @@ fn only_changes_wake_the_source() {
         Some(Urgency::Now)
     );
     assert_eq!(relevance(&event(modify, "/etc/hosts"), web), None);
+    // Hidden files are never read: writing one is no change, renaming it
+    // into a manifest is, and so is hiding a manifest (its removal).
+    assert_eq!(relevance(&event(create, "/m/.a.tmp"), None), None);
+    assert_eq!(relevance(&event(close_write, "/m/.a.tmp"), None), None);
+    let both = EventKind::Modify(ModifyKind::Name(notify::event::RenameMode::Both));
+    let rename = |from: &str, to: &str| event(both, from).add_path(PathBuf::from(to));
+    assert_eq!(
+        relevance(&rename("/m/.a.tmp", "/m/a.yaml"), None),
+        Some(Urgency::Now)
+    );
+    assert_eq!(
+        relevance(&rename("/m/a.yaml", "/m/.a.yaml.bak"), None),
+        Some(Urgency::Now)
+    );
+    assert_eq!(relevance(&event(renamed, "/m/.b"), None), None);
+    let hidden_web = Some(OsStr::new(".web.yaml"));
+    assert_eq!(
+        relevance(&event(close_write, "/etc/.web.yaml"), hidden_web),
+        Some(Urgency::Now)
+    );
+    // An event naming no path at all still wakes the source.
+    assert_eq!(
+        relevance(&notify::Event::new(removed), None),
+        Some(Urgency::Now)
+    );
 }
 
 // The tests below drive `run` on a real directory with real inotify, so
