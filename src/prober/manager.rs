@@ -157,7 +157,7 @@ impl PodProber {
                 let task = ProbeTask {
                     ctx: ctx.clone(),
                     pod: pod.clone(),
-                    container: c.clone(),
+                    container: c.name.clone(),
                     has_startup: c.startup_probe.is_some(),
                     sidecar: pod::is_restartable_init_container(c),
                     probe_type,
@@ -251,7 +251,9 @@ impl PodProber {
 struct ProbeTask {
     ctx: Arc<ProberContext>,
     pod: Arc<Pod>,
-    container: Container,
+    /// The container's name: the container itself is read from `pod` when
+    /// a probe runs, so that each long-lived task holds no copy of it.
+    container: String,
     has_startup: bool,
     sidecar: bool,
     probe_type: ProbeType,
@@ -266,7 +268,7 @@ impl ProbeTask {
         let seed = format!(
             "{}/{}/{:?}/{}",
             pod::uid(&self.pod),
-            self.container.name,
+            self.container,
             self.probe_type,
             self.ctx.clock.now()
         );
@@ -306,7 +308,7 @@ impl ProbeTask {
                     // probed at once, not a period later (the kubelet's
                     // manual trigger from UpdatePodStatus).
                     let observed = observed_rx.borrow_and_update().clone();
-                    let fresh = ProbeTarget::from_runtime(&observed.containers, &self.container.name, None)
+                    let fresh = ProbeTarget::from_runtime(&observed.containers, &self.container, None)
                         .is_some_and(|t| t.running && state.container_id() != Some(t.container_id.as_str()));
                     if !fresh {
                         continue;
@@ -316,11 +318,8 @@ impl ProbeTask {
             }
             let observed = self.observed.borrow().clone();
             let startup = self.has_startup.then(|| self.reading(ProbeType::Startup));
-            let target = ProbeTarget::from_runtime(
-                &observed.containers,
-                &self.container.name,
-                startup.as_ref(),
-            );
+            let target =
+                ProbeTarget::from_runtime(&observed.containers, &self.container, startup.as_ref());
             let before = state.reading();
             let tick = state.tick(self.ctx.clock.now(), target.as_ref());
             if state.reading() != before {
@@ -336,7 +335,19 @@ impl ProbeTask {
                 host_network,
             };
             let started = Instant::now();
-            let outcome = match probe_action(&self.spec.action, &self.container, &addr) {
+            let spec = self.pod.spec.as_ref();
+            let container = (spec.into_iter())
+                .flat_map(|s| {
+                    s.containers
+                        .iter()
+                        .chain(s.init_containers.iter().flatten())
+                })
+                .find(|c| c.name == self.container);
+            let action = match container {
+                Some(c) => probe_action(&self.spec.action, c, &addr),
+                None => Err(format!("container {:?} is not in the pod", self.container)),
+            };
+            let outcome = match action {
                 Ok(action) => {
                     tokio::select! {
                         _ = cancel.cancelled() => return,
@@ -355,7 +366,7 @@ impl ProbeTask {
                 .metric_label();
                 recorder.record(
                     &self.pod,
-                    &self.container.name,
+                    &self.container,
                     self.probe_type,
                     label,
                     started.elapsed(),
@@ -370,7 +381,7 @@ impl ProbeTask {
                     | ProbeOutcome::Failure(o) => o.as_str(),
                     ProbeOutcome::Error(_) => "",
                 };
-                tracing::info!(pod = %pod::full_name(&self.pod), container = %self.container.name, probe = self.probe_type.as_str(), result = recorded.result.as_str(), output, "probe result changed");
+                tracing::info!(pod = %pod::full_name(&self.pod), container = %self.container, probe = self.probe_type.as_str(), result = recorded.result.as_str(), output, "probe result changed");
                 self.publish(&state);
                 if recorded.result == ProbeResult::Failure
                     && self.probe_type != ProbeType::Readiness
@@ -384,7 +395,7 @@ impl ProbeTask {
                         .unwrap_or_else(|e| e.into_inner())
                         .unhealthy
                         .push(Unhealthy {
-                            container: self.container.name.clone(),
+                            container: self.container.clone(),
                             container_id: target.container_id.clone(),
                             probe_type: self.probe_type,
                             output,
@@ -404,7 +415,7 @@ impl ProbeTask {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .readings
-            .get(&(self.container.name.clone(), probe_type))
+            .get(&(self.container.clone(), probe_type))
             .cloned()
             .unwrap_or_else(|| initial_reading(probe_type))
     }
@@ -414,7 +425,7 @@ impl ProbeTask {
     fn publish(&self, state: &ProbeState) {
         let reading = state.reading();
         let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
-        let key = (self.container.name.clone(), self.probe_type);
+        let key = (self.container.clone(), self.probe_type);
         let changed = shared.readings.get(&key) != Some(&reading);
         shared.readings.insert(key, reading);
         drop(shared);
@@ -431,13 +442,13 @@ impl ProbeTask {
             ProbeOutcome::Failure(output) => super::probe_events::probe_failed(probe, output),
             ProbeOutcome::Error(reason) => super::probe_events::probe_errored(probe, reason),
         };
-        let object = EventObject::container(&self.pod, &self.container.name);
+        let object = EventObject::container(&self.pod, &self.container);
         self.ctx.events.event(&object, event);
     }
 
     fn log(&self, outcome: &ProbeOutcome, first_error: bool) {
         let pod = pod::full_name(&self.pod);
-        let container = &self.container.name;
+        let container = &self.container;
         let probe = self.probe_type.as_str();
         match outcome {
             ProbeOutcome::Success(_) => {}

@@ -251,14 +251,16 @@ impl Worker {
                     // `--v=4`: every CRI call and action of the pass, under
                     // the pod's name.
                     let span = tracing::debug_span!("pod_sync", pod = %pod::full_name(pod));
-                    tracing::Instrument::instrument(self.sync(pod), span).await
+                    // Boxed: a sync's many awaits would otherwise size the
+                    // worker's task, which waits between syncs for months.
+                    tracing::Instrument::instrument(Box::pin(self.sync(pod)), span).await
                 }
                 PodWork::Terminate {
                     uid,
                     full_name,
                     pod,
                 } => {
-                    match self.terminate(uid, full_name, pod.as_deref()).await {
+                    match Box::pin(self.terminate(uid, full_name, pod.as_deref())).await {
                         Ok(()) => {
                             // Done, unless a new update arrived meanwhile.
                             if !rx.has_changed().unwrap_or(false) {
