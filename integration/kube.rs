@@ -124,6 +124,21 @@ impl Lab {
             "no {}: start the lab with `--node {name}` (scripts/apiserver-env.sh up does)",
             kubeconfig.display()
         );
+        self.hold(name, kubeconfig).await
+    }
+
+    /// Holds `name` for a node that joins with a bootstrap token (no lab
+    /// credentials: `kubeconfig` is where its bootstrap writes its own), and
+    /// removes whatever the server still has of that node.
+    pub async fn claim_joining(&self, name: &str, kubeconfig: PathBuf) -> NodeClaim {
+        assert!(
+            !NODES.contains(&name),
+            "{name} has lab credentials: claim it with claim()"
+        );
+        self.hold(name, kubeconfig).await
+    }
+
+    async fn hold(&self, name: &str, kubeconfig: PathBuf) -> NodeClaim {
         {
             let mut claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
             let fresh = claimed.get_or_insert_with(HashSet::new).insert(name.into());
@@ -135,6 +150,11 @@ impl Lab {
         };
         self.forget_node(name).await;
         claim
+    }
+
+    /// The admin's client, for what the helpers here do not cover.
+    pub fn admin(&self) -> kube::Client {
+        self.client.clone()
     }
 
     /// Deletes the Node, its Lease, every pod bound to it (grace 0) and

@@ -51,6 +51,7 @@ mod sidecars;
 mod stats;
 mod stats_api;
 mod support;
+mod tls_bootstrap;
 mod url_agent;
 mod url_source;
 mod validate;

@@ -8,6 +8,14 @@
 #                           `export NAME=value` lines:  eval "$(... up)"
 #   apiserver-env.sh down   stop it and remove everything it kept (--purge)
 #
+# Beside it runs kube-controller-manager (v1.32, ../shared/bin) with only the
+# CSR controllers (csrsigning, csrapproving, csrcleaner), signing with the
+# lab's CA: the TLS bootstrap tests need a real signer and approver, and no
+# other controller touches what the tests hold. Its certificates live
+# CRILET_KUBE_TEST_CERT_DURATION (default 3m; the signer backdates them 5
+# minutes, so a node rotates 0.6-2.2 min after each issue). Its pid file
+# and log are STATE/kube-controller-manager.{pid,log}.
+#
 # It wraps the team lab's apiserver-up.sh/apiserver-down.sh (lab/README.md,
 # "A real Kubernetes API server"). The lab creates node credentials only for
 # the names given at start, so the tests' node names are listed here, once:
@@ -33,6 +41,39 @@ NODES=(crilet-node-1 crilet-node-2 crilet-node-3 crilet-node-4 crilet-node-5
        crilet-node-11 crilet-node-12 crilet-node-13 crilet-node-14 crilet-node-15
        crilet-node-16 crilet-node-17 crilet-node-18 crilet-parity)
 
+KCM_PID=$STATE/kube-controller-manager.pid
+kcm_running() { [ -f "$KCM_PID" ] && kill -0 "$(cat "$KCM_PID")" 2>/dev/null &&
+  grep -q -- "--cluster-signing-cert-file=$STATE/pki/ca.crt" "/proc/$(cat "$KCM_PID")/cmdline" 2>/dev/null; }
+
+# The controller manager of this API server (ADMIN: its kubeconfig), once.
+start_controller_manager() {
+  kcm_running && return 0
+  local kcm
+  kcm=$(bash "$LAB/bin.sh" kube-controller-manager) || die "no kube-controller-manager in ../shared/bin"
+  # Arguments are NUL-separated in /proc/PID/cmdline: kcm_running greps one.
+  setsid "$kcm" --kubeconfig="$1" \
+    --controllers=csrsigning,csrapproving,csrcleaner \
+    --cluster-signing-cert-file="$STATE/pki/ca.crt" \
+    --cluster-signing-key-file="$STATE/pki/ca.key" \
+    --cluster-signing-duration="${CRILET_KUBE_TEST_CERT_DURATION:-3m}" \
+    --secure-port=0 --leader-elect=false \
+    </dev/null >>"$STATE/kube-controller-manager.log" 2>&1 &
+  echo $! >"$KCM_PID"
+  sleep 0.5
+  kcm_running || die "kube-controller-manager exited at once: $(tail -5 "$STATE/kube-controller-manager.log")"
+}
+
+stop_controller_manager() {
+  [ -f "$KCM_PID" ] || return 0
+  local pid; pid=$(cat "$KCM_PID")
+  if kcm_running; then
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$KCM_PID"
+}
+
 [ -x "$LAB/apiserver-up.sh" ] || die "no $LAB/apiserver-up.sh: set CRILET_LAB_DIR to the lab's directory"
 
 case "${1:-}" in
@@ -45,10 +86,12 @@ case "${1:-}" in
     [ "${#kubeconfigs[@]}" -eq $((${#NODES[@]} + 1)) ] ||
       die "apiserver-up.sh printed ${#kubeconfigs[@]} kubeconfigs, expected $((${#NODES[@]} + 1))"
     for k in "${kubeconfigs[@]}"; do [ -f "$k" ] || die "apiserver-up.sh printed $k, which does not exist"; done
+    start_controller_manager "${kubeconfigs[0]}"
     echo "export CRILET_KUBE_ADMIN_KUBECONFIG=${kubeconfigs[0]}"
     echo "export CRILET_KUBE_NODE_KUBECONFIG_DIR=$(dirname "${kubeconfigs[1]}")"
     ;;
   down)
+    stop_controller_manager
     bash "$LAB/apiserver-down.sh" "$STATE" --purge
     ;;
   *)

@@ -3,6 +3,7 @@
 //! unused images and serves pod stats.
 
 pub mod agent;
+pub mod certificate;
 pub mod cli;
 pub mod cm;
 pub mod config;

@@ -288,18 +288,12 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     // Image GC collects once the runtime answers.
     tokio::spawn(image_gc.clone().run(cancel.clone()));
     // Container log rotation, unless a negative max size turned it off.
-    match settings.container_logs.rotation() {
-        Some(policy) => {
-            let rotation = crilet::logs::container_log_manager::LogRotation {
-                runtime: runtime.clone(),
-                policy,
-                monitor_interval: settings.container_logs.monitor_interval,
-                max_workers: settings.container_logs.max_workers,
-                pod_logs_dir: settings.log_dirs.pod_logs_dir.clone(),
-                now: jiff::Timestamp::now,
-            };
-            tokio::spawn(rotation.run(cancel.clone()));
-        }
+    let logs_dir = &settings.log_dirs.pod_logs_dir;
+    match settings
+        .container_logs
+        .rotation_task(runtime.clone(), logs_dir)
+    {
+        Some(rotation) => drop(tokio::spawn(rotation.run(cancel.clone()))),
         None => tracing::info!("container log rotation off (negative --container-log-max-size)"),
     }
     // The kube client comes before the agent, so that the agent's pod
@@ -307,6 +301,17 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     // handle for the Node's events.
     use crilet::kubeapi::client::{KubeMirrorClient, MirrorClient};
     let node_name = node.node_name.clone();
+    if let Some(kubeconfig) = &settings.kubeconfig {
+        let certs = crilet::certificate::start(
+            &node_name,
+            kubeconfig,
+            &settings.certificates,
+            cancel.clone(),
+        );
+        certs
+            .await
+            .map_err(|e| anyhow::anyhow!("TLS bootstrap: {e}"))?;
+    }
     let client = KubeMirrorClient::connect(settings.kubeconfig.as_deref(), &node_name).await?;
     let events = crilet::events::kube_events::KubeEventRecorder::for_client(
         client.as_ref(),

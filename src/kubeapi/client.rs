@@ -211,12 +211,10 @@ impl KubeMirrorClient {
             path: path.display().to_string(),
             message,
         };
-        let kubeconfig =
-            kube::config::Kubeconfig::read_from(path).map_err(|e| cfg_err(e.to_string()))?;
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        let (config, identity) = super::transport::load_kubeconfig(path)
             .await
-            .map_err(|e| cfg_err(e.to_string()))?;
-        Self::from_config(config).map_err(|e| cfg_err(e.to_string()))
+            .map_err(cfg_err)?;
+        Self::from_parts(config, identity.as_ref()).map_err(cfg_err)
     }
 
     /// The client `crilet run` uses: from `kubeconfig` if given, else the
@@ -254,22 +252,22 @@ impl KubeMirrorClient {
         })
     }
 
-    fn from_config(mut config: kube::Config) -> std::result::Result<Self, kube::Error> {
+    fn from_config(config: kube::Config) -> std::result::Result<Self, String> {
+        Self::from_parts(config, None)
+    }
+
+    fn from_parts(
+        mut config: kube::Config,
+        identity: Option<&std::sync::Arc<super::transport::FileIdentity>>,
+    ) -> std::result::Result<Self, String> {
         config.connect_timeout = Some(Duration::from_secs(10));
         config.write_timeout = Some(Duration::from_secs(30));
-        let build = |mut config: kube::Config, read_timeout: Duration| {
-            config.read_timeout = Some(read_timeout);
-            let ua = format!("crilet/{}", env!("CARGO_PKG_VERSION"));
-            Ok::<_, kube::Error>(
-                kube::client::ClientBuilder::try_from(config)?
-                    .with_layer(&UserAgentLayer(ua))
-                    .build(),
-            )
-        };
+        let ua = format!("crilet/{}", env!("CARGO_PKG_VERSION"));
+        let build = |timeout| super::transport::client(&config, identity, timeout, &ua);
         Ok(KubeMirrorClient {
-            client: build(config.clone(), READ_TIMEOUT)?,
-            watch_client: build(config.clone(), WATCH_READ_TIMEOUT)?,
-            service_watch_client: build(config, SERVICE_WATCH_READ_TIMEOUT)?,
+            client: build(READ_TIMEOUT)?,
+            watch_client: build(WATCH_READ_TIMEOUT)?,
+            service_watch_client: build(SERVICE_WATCH_READ_TIMEOUT)?,
         })
     }
 
@@ -285,49 +283,6 @@ impl KubeMirrorClient {
 
     fn pods(&self, namespace: &str) -> Api<Pod> {
         Api::namespaced(self.client.clone(), namespace)
-    }
-}
-
-/// A layer that sets the User-Agent header on every request.
-#[derive(Clone)]
-pub struct UserAgentLayer(String);
-
-impl<S> tower::Layer<S> for UserAgentLayer {
-    type Service = UserAgent<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        UserAgent {
-            inner,
-            ua: self.0.clone(),
-        }
-    }
-}
-
-#[derive(Clone)]
-pub struct UserAgent<S> {
-    inner: S,
-    ua: String,
-}
-
-impl<S, B> tower::Service<http::Request<B>> for UserAgent<S>
-where
-    S: tower::Service<http::Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::result::Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
-        if let Ok(v) = http::HeaderValue::from_str(&self.ua) {
-            req.headers_mut().insert(http::header::USER_AGENT, v);
-        }
-        self.inner.call(req)
     }
 }
 

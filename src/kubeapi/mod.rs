@@ -4,7 +4,9 @@
 //! recording fake for unit tests, the strategic merge patches the status
 //! writes are sent as (`strategic_merge`, pure), the Services the node
 //! knows of (the kubelet's service informer: `service_store`, pure, and its
-//! driver `service_watch`), and the RuntimeClass lookup (`runtime_class`).
+//! driver `service_watch`), the RuntimeClass lookup (`runtime_class`), and the
+//! connection over a client certificate read from files that rotate
+//! (`transport`).
 //!
 //! Invariant: imports no subsystem; kube-rs types stay behind the trait's
 //! k8s-openapi objects and `MirrorError`.
@@ -16,3 +18,4 @@ pub mod runtime_class;
 pub mod service_store;
 pub mod service_watch;
 pub mod strategic_merge;
+pub mod transport;

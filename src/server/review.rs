@@ -76,14 +76,14 @@ impl KubeReviewer {
             path: path.display().to_string(),
             message,
         };
-        let kubeconfig =
-            kube::config::Kubeconfig::read_from(path).map_err(|e| err(e.to_string()))?;
-        let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .map_err(|e| err(e.to_string()))?;
+        // The node's kubeconfig: a client certificate the TLS bootstrap
+        // rotates is read again as it changes.
+        use crate::kubeapi::transport;
+        let (mut config, identity) = transport::load_kubeconfig(path).await.map_err(err)?;
         config.connect_timeout = Some(Duration::from_secs(10));
-        config.read_timeout = Some(Duration::from_secs(30));
-        let client = kube::Client::try_from(config).map_err(|e| err(e.to_string()))?;
+        let ua = format!("crilet/{}", env!("CARGO_PKG_VERSION"));
+        let client = transport::client(&config, identity.as_ref(), Duration::from_secs(30), &ua)
+            .map_err(err)?;
         Ok(KubeReviewer { client })
     }
 }

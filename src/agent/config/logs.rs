@@ -76,6 +76,22 @@ impl ContainerLogSettings {
             max_files: self.max_files,
         })
     }
+
+    /// The rotation driver over `runtime`; `None` when rotation is off.
+    pub fn rotation_task(
+        &self,
+        runtime: std::sync::Arc<dyn crate::cri::Runtime>,
+        pod_logs_dir: &std::path::Path,
+    ) -> Option<crate::logs::container_log_manager::LogRotation> {
+        Some(crate::logs::container_log_manager::LogRotation {
+            runtime,
+            policy: self.rotation()?,
+            monitor_interval: self.monitor_interval,
+            max_workers: self.max_workers,
+            pod_logs_dir: pod_logs_dir.to_path_buf(),
+            now: jiff::Timestamp::now,
+        })
+    }
 }
 
 /// Where a value came from, to name it in an error.

@@ -1,12 +1,39 @@
-//! Mirror-pod settings: the kubeconfig that lets crilet register the Node
-//! and keep mirror pods on the API server. Invariant: it comes from the flag
-//! only (the KubeletConfiguration has no such field); unset means standalone.
+//! The node's API server credentials: `--kubeconfig` (unset: standalone),
+//! and the TLS bootstrap that writes it (`--bootstrap-kubeconfig`,
+//! `--cert-dir`, `--rotate-certificates` / `rotateCertificates`).
+//! Invariant: a flag wins over the file; `--cert-dir` defaults to
+//! `<root-dir>/pki`, as the kubelet's.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use super::RunArgs;
+use super::{ConfigFile, RunArgs};
 
 /// `--kubeconfig`, if given.
 pub(super) fn resolve_kubeconfig(args: &RunArgs) -> Option<PathBuf> {
     args.kubeconfig.clone()
+}
+
+pub use crate::certificate::CertificateSettings;
+
+pub(super) fn resolve_certificates(
+    args: &RunArgs,
+    file: &ConfigFile,
+    root_dir: &Path,
+) -> Result<CertificateSettings, super::ConfigError> {
+    if args.bootstrap_kubeconfig.is_some() && args.kubeconfig.is_none() {
+        return Err(super::ConfigError::Flag {
+            message: "--bootstrap-kubeconfig needs --kubeconfig: the path the bootstrap writes the node's kubeconfig to".into(),
+        });
+    }
+    Ok(CertificateSettings {
+        bootstrap_kubeconfig: args.bootstrap_kubeconfig.clone(),
+        cert_dir: args
+            .cert_dir
+            .clone()
+            .unwrap_or_else(|| root_dir.join("pki")),
+        rotate_certificates: args
+            .rotate_certificates
+            .or(file.rotate_certificates)
+            .unwrap_or(false),
+    })
 }

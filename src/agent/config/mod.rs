@@ -9,7 +9,7 @@ mod image_gc;
 mod kubelet_server;
 mod log_dirs;
 mod logs;
-mod mirror;
+pub mod mirror;
 mod node_status;
 mod runtime;
 mod servers;
@@ -17,7 +17,7 @@ mod sources;
 mod taints;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -144,6 +144,20 @@ pub struct RunArgs {
     /// mirror pods on the API server. Without it crilet runs standalone.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// A kubeconfig with a bootstrap token: when `--kubeconfig` is missing
+    /// or its certificate has expired, ask for a client certificate with a
+    /// CertificateSigningRequest and write `--kubeconfig` and the
+    /// certificate (under `--cert-dir`) once it is issued.
+    #[arg(long)]
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    /// Where the TLS bootstrap keeps the node's certificates (default
+    /// `<root-dir>/pki`).
+    #[arg(long)]
+    pub cert_dir: Option<PathBuf>,
+    /// Ask for a new client certificate at 70-90 % of the current one's
+    /// lifetime (`rotateCertificates` in the config file).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    pub rotate_certificates: Option<bool>,
     /// Taints the Node is registered with, as the kubelet's flag
     /// (`key=value:Effect,key2:Effect`; effects NoSchedule,
     /// PreferNoSchedule, NoExecute). Replaces crilet's default
@@ -260,6 +274,8 @@ pub struct ConfigFile {
     pub feature_gates: Option<BTreeMap<String, bool>>,
     /// The Node's registration taints; `[]`: none.
     pub register_with_taints: Option<Vec<FileTaint>>,
+    /// The client certificate's rotation, as `--rotate-certificates`.
+    pub rotate_certificates: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -307,6 +323,8 @@ pub struct Settings {
     /// (`pleg::event_choice`).
     pub evented_pleg: Option<bool>,
     pub kubeconfig: Option<PathBuf>,
+    /// The TLS bootstrap and the client certificate's rotation.
+    pub certificates: mirror::CertificateSettings,
     /// The taints the Node is created with (default: static pods only).
     pub register_with_taints: Vec<NodeTaint>,
     pub image_gc: crate::images::policy::GcPolicy,
@@ -413,6 +431,13 @@ pub fn resolve(args: &RunArgs, file: &ConfigFile, origin: &str) -> Result<Settin
             .unwrap_or(0),
         evented_pleg: features::resolve_gate(args, file, origin, EVENTED_PLEG)?,
         kubeconfig: mirror::resolve_kubeconfig(args),
+        certificates: mirror::resolve_certificates(
+            args,
+            file,
+            args.root_dir
+                .as_deref()
+                .unwrap_or(Path::new(DEFAULT_ROOT_DIR)),
+        )?,
         register_with_taints: taints::resolve_register_with_taints(args, file, origin)?,
         image_gc: image_gc::resolve_image_gc(args, file)?,
         container_logs: logs::resolve_container_logs(args, file, origin)?,

@@ -270,3 +270,51 @@ fn verbosity_comes_from_v_or_the_file_and_picks_the_log_filter() {
         ]
     );
 }
+
+#[test]
+fn the_tls_bootstrap_flags_resolve_as_the_kubelets() {
+    let r = |args: &[&str], f: &ConfigFile| {
+        let args = try_parse_flags(args).unwrap();
+        resolve(&args, f, "k.yaml").map(|s| s.certificates)
+    };
+    let none = ConfigFile::default();
+    let s = r(&[], &none).unwrap();
+    assert_eq!(s.cert_dir, PathBuf::from("/var/lib/crilet/pki"));
+    assert_eq!(
+        (s.bootstrap_kubeconfig, s.rotate_certificates),
+        (None, false)
+    );
+    let s = r(&["--root-dir", "/r"], &none).unwrap();
+    assert_eq!(s.cert_dir, PathBuf::from("/r/pki"), "under --root-dir");
+    let join = [
+        "--kubeconfig",
+        "/k",
+        "--bootstrap-kubeconfig",
+        "/b",
+        "--cert-dir",
+        "/c",
+    ];
+    let s = r(&join, &none).unwrap();
+    assert_eq!(s.bootstrap_kubeconfig, Some(PathBuf::from("/b")));
+    assert_eq!(s.cert_dir, PathBuf::from("/c"));
+    let file = parse_config_file("k.yaml", "rotateCertificates: true\n").unwrap();
+    assert!(r(&[], &file).unwrap().rotate_certificates);
+    assert!(
+        r(&["--rotate-certificates"], &none)
+            .unwrap()
+            .rotate_certificates
+    );
+    assert!(
+        !r(&["--rotate-certificates=false"], &file)
+            .unwrap()
+            .rotate_certificates,
+        "the flag wins"
+    );
+    let e = r(&["--bootstrap-kubeconfig", "/b"], &none)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("--bootstrap-kubeconfig needs --kubeconfig"),
+        "{e}"
+    );
+}

@@ -1,0 +1,82 @@
+//! The node's certificates, as the kubelet's `pkg/kubelet/certificate`:
+//! the TLS bootstrap of the client certificate and its rotation
+//! (`manager`, its kube-rs side `kube_csr`), the requests and deadlines
+//! (`csr`, pure), the kubeconfig the bootstrap writes (`kubeconfig`, pure)
+//! and the files under `--cert-dir` (`store`, laid out as the kubelet's).
+//!
+//! Invariant: the rest of crilet sees only files: the kubeconfig, and the
+//! current pair it names, which `kubeapi::transport` reads again when it
+//! changes.
+
+pub mod csr;
+pub mod kube_csr;
+pub mod kubeconfig;
+pub mod manager;
+pub mod store;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use kube_csr::{BOOTSTRAP_WAIT, KubeCsrApi, ROTATION_WAIT};
+use manager::{ClientCertificate, CsrApi};
+
+/// How the node gets and keeps its client certificate
+/// (`--bootstrap-kubeconfig`, `--cert-dir`, `--rotate-certificates`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertificateSettings {
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+    pub cert_dir: PathBuf,
+    pub rotate_certificates: bool,
+}
+
+/// Before the API clients are built: with `--bootstrap-kubeconfig` or
+/// `--rotate-certificates`, makes sure `kubeconfig` is there (writing it
+/// from the bootstrap kubeconfig when it is missing or expired) and starts
+/// the task that asks for and rotates the client certificate.
+pub async fn start(
+    node: &str,
+    kubeconfig: &Path,
+    settings: &CertificateSettings,
+    cancel: CancellationToken,
+) -> Result<(), String> {
+    let (bootstrap, rotate) = (
+        settings.bootstrap_kubeconfig.as_deref(),
+        settings.rotate_certificates,
+    );
+    let cert_dir = settings.cert_dir.as_path();
+    if bootstrap.is_none() && !rotate {
+        return Ok(());
+    }
+    let cert = ClientCertificate::new(node, kubeconfig, bootstrap, cert_dir, rotate);
+    manager::prepare(&cert, std::time::SystemTime::now())?;
+    let bootstrap_api = match bootstrap {
+        Some(path) => Some(
+            Arc::new(KubeCsrApi::from_kubeconfig(path, BOOTSTRAP_WAIT).await?) as Arc<dyn CsrApi>,
+        ),
+        None => None,
+    };
+    let node_api = Arc::new(KubeCsrApi::from_kubeconfig(kubeconfig, ROTATION_WAIT).await?);
+    if rotate && !names_current_pair(kubeconfig, &cert.store.current_path()) {
+        tracing::warn!(
+            kubeconfig = %kubeconfig.display(),
+            current = %cert.store.current_path().display(),
+            "--rotate-certificates: the kubeconfig's client certificate is not the cert dir's current pair, so a rotated one would not be used: not rotating"
+        );
+        return Ok(());
+    }
+    tokio::spawn(manager::run(cert, bootstrap_api, node_api, cancel));
+    Ok(())
+}
+
+/// Whether the kubeconfig's current user presents `pair` as its client
+/// certificate (what the bootstrap writes, and kubeadm's kubelet.conf).
+fn names_current_pair(kubeconfig: &Path, pair: &Path) -> bool {
+    let Ok(mut k) = kube::config::Kubeconfig::read_from(kubeconfig) else {
+        return false;
+    };
+    crate::kubeapi::transport::current_auth_info_mut(&mut k)
+        .and_then(|a| a.client_certificate.as_deref())
+        .is_some_and(|c| Path::new(c) == pair)
+}
