@@ -404,7 +404,7 @@ async fn a_bad_bootstrap_token_is_named_and_the_static_pods_run_without_the_api_
     .await;
     let named = eventually(JOIN_LIMIT, || async {
         let logs = agent.logs();
-        (logs.contains("asking for a client certificate")
+        (logs.contains("asking for a certificate")
             && logs.contains("creating a CertificateSigningRequest: 401 Unauthorized"))
         .then_some(())
     })
@@ -420,4 +420,124 @@ async fn a_bad_bootstrap_token_is_named_and_the_static_pods_run_without_the_api_
         "no Node without credentials"
     );
     agent.terminate();
+}
+
+/// A TLS handshake with the kubelet server at `port`, trusting only the
+/// lab's CA, for IP 127.0.0.1: the subject of the certificate it shows.
+async fn serving_subject(port: u16) -> Result<String, String> {
+    let admin = PathBuf::from(std::env::var(ADMIN_ENV).expect("the lab's admin kubeconfig"));
+    let ca_file = admin.parent().unwrap().join("pki/ca.crt");
+    let ca = std::fs::read(&ca_file).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    use rustls::pki_types::pem::PemObject;
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(&ca) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|e| e.to_string())?;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let tls = connector
+        .connect(name, tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let cert = tls.get_ref().1.peer_certificates().unwrap()[0].clone();
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).unwrap();
+    Ok(parsed.subject().to_string())
+}
+
+#[tokio::test]
+#[ignore = "needs the agent tests' containerd, the real kube-apiserver and its controller manager (scripts/test.sh)"]
+async fn the_kubelet_servers_certificate_comes_through_a_csr_once_an_operator_approves_it() {
+    if !only_on_containerd1("tls_bootstrap::serving") {
+        return;
+    }
+    let _guard = AGENT_LOCK.lock().await;
+    let lab = Lab::connect().await;
+    let dir = tempfile::Builder::new()
+        .prefix("crilet-join-")
+        .tempdir()
+        .unwrap();
+    let node = lab
+        .claim_joining("crilet-join-4", dir.path().join("kubelet.conf"))
+        .await;
+    kubeadm_join_rbac(&lab).await;
+    let (_, token) = bootstrap_token(&lab).await;
+    let bootstrap = bootstrap_kubeconfig(dir.path(), &token);
+    let port = crate::support::free_port();
+    let mut args = join_args(dir.path(), &bootstrap);
+    args.extend([
+        "--rotate-server-certificates".into(),
+        "--port".into(),
+        port.to_string(),
+    ]);
+    args.extend(["--address".into(), "127.0.0.1".into()]);
+    let agent = AgentProcess::start_on(&node.name, &args);
+
+    // The CSR waits: nothing approves kubelet-serving CSRs on its own.
+    let user = format!("system:node:{}", node.name);
+    let pending = eventually(JOIN_LIMIT, || async {
+        csrs_of(&lab, &user)
+            .await
+            .into_iter()
+            .find(|c| c.spec.signer_name == "kubernetes.io/kubelet-serving")
+    })
+    .await;
+    let Some(csr) = pending else {
+        panic!("no kubelet-serving CSR from {user}:\n{}", agent.logs());
+    };
+    assert!(!issued(&csr), "{csr:#?}");
+    let request = String::from_utf8(csr.spec.request.0.clone()).unwrap();
+    let der = pem::parse(&request).unwrap();
+    use x509_parser::prelude::FromDer;
+    let (_, parsed) =
+        x509_parser::certification_request::X509CertificationRequest::from_der(der.contents())
+            .unwrap();
+    let sans = format!(
+        "{:?}",
+        parsed.requested_extensions().map(|e| e.collect::<Vec<_>>())
+    );
+    assert!(
+        sans.contains("crilet-join-4") && sans.contains("[127, 0, 0, 1]"),
+        "{sans}"
+    );
+    let refused = serving_subject(port).await;
+    assert!(
+        refused.is_err(),
+        "a handshake before the certificate: {refused:?}"
+    );
+
+    // The operator approves it, as the README says.
+    let name = csr.metadata.name.clone().unwrap();
+    let admin = std::env::var(ADMIN_ENV).unwrap();
+    let kubectl =
+        std::env::var("CRILET_KUBECTL").expect("CRILET_KUBECTL (scripts/test.sh sets it)");
+    let out = std::process::Command::new(kubectl)
+        .args(["--kubeconfig", &admin, "certificate", "approve", &name])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl certificate approve: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let subject = eventually(JOIN_LIMIT, || async { serving_subject(port).await.ok() }).await;
+    let Some(subject) = subject else {
+        panic!(
+            "the server shows no certificate the CA signed:\n{}",
+            agent.logs()
+        );
+    };
+    assert!(
+        subject.contains("CN=system:node:crilet-join-4"),
+        "{subject}"
+    );
+    assert!(dir.path().join("pki/kubelet-server-current.pem").exists());
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
+use crilet::nodestatus::machine::node_ip;
 
 use crilet::agent::config::{LogFormat, RunArgs};
 use crilet::cli::command::{self, Cli, Command};
@@ -192,6 +193,14 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         runtime: runtime.clone(),
         pod_logs_dir: settings.log_dirs.pod_logs_dir.clone(),
     };
+    // The TLS bootstrap writes the kubeconfig the servers' clients read.
+    if let Some(kubeconfig) = &settings.kubeconfig {
+        let (certs, ip) = (&settings.certificates, node_ip(settings.node_ip.as_deref()));
+        let start = crilet::certificate::start(&node_name, &ip, kubeconfig, certs, cancel.clone());
+        start
+            .await
+            .map_err(|e| anyhow::anyhow!("TLS bootstrap: {e}"))?;
+    }
     let mut servers = stats_server::spawn(
         listeners,
         sources,
@@ -301,17 +310,6 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     // handle for the Node's events.
     use crilet::kubeapi::client::{KubeMirrorClient, MirrorClient};
     let node_name = node.node_name.clone();
-    if let Some(kubeconfig) = &settings.kubeconfig {
-        let certs = crilet::certificate::start(
-            &node_name,
-            kubeconfig,
-            &settings.certificates,
-            cancel.clone(),
-        );
-        certs
-            .await
-            .map_err(|e| anyhow::anyhow!("TLS bootstrap: {e}"))?;
-    }
     let client = KubeMirrorClient::connect(settings.kubeconfig.as_deref(), &node_name).await?;
     let events = crilet::events::kube_events::KubeEventRecorder::for_client(
         client.as_ref(),

@@ -22,9 +22,9 @@ use std::time::SystemTime;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use tokio_util::sync::CancellationToken;
 
-use super::csr::{self, CLIENT_SIGNER, CLIENT_USAGES, NODES_GROUP};
+use super::csr::{self, CLIENT_SIGNER, CLIENT_USAGES, NODES_GROUP, SERVING_SIGNER, SERVING_USAGES};
 use super::kubeconfig::{current_cluster, render};
-use super::store::{CLIENT_PAIR, FileStore, write_atomically};
+use super::store::{CLIENT_PAIR, FileStore, SERVING_PAIR, write_atomically};
 
 /// The API server, as the certificate manager needs it.
 #[async_trait::async_trait]
@@ -41,6 +41,21 @@ pub trait CsrApi: Send + Sync {
     async fn who_am_i(&self, pair_file: &Path) -> Result<String, String>;
 }
 
+/// What a certificate is for: its signer, usages and names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    pub signer: &'static str,
+    pub usages: [&'static str; 2],
+    pub dns_names: Vec<String>,
+    pub ips: Vec<std::net::IpAddr>,
+}
+
+impl Template {
+    fn is_client(&self) -> bool {
+        self.signer == CLIENT_SIGNER
+    }
+}
+
 /// What the certificate manager works on.
 #[derive(Debug, Clone)]
 pub struct ClientCertificate {
@@ -49,9 +64,11 @@ pub struct ClientCertificate {
     pub bootstrap_kubeconfig: Option<PathBuf>,
     pub store: FileStore,
     pub rotate: bool,
+    pub template: Template,
 }
 
 impl ClientCertificate {
+    /// The node's client certificate.
     pub fn new(
         node: &str,
         kubeconfig: &Path,
@@ -65,6 +82,37 @@ impl ClientCertificate {
             bootstrap_kubeconfig: bootstrap.map(Path::to_path_buf),
             store: FileStore::new(cert_dir, CLIENT_PAIR),
             rotate,
+            template: Template {
+                signer: CLIENT_SIGNER,
+                usages: CLIENT_USAGES,
+                dns_names: Vec::new(),
+                ips: Vec::new(),
+            },
+        }
+    }
+
+    /// The kubelet server's certificate (`--rotate-server-certificates`):
+    /// from the `kubernetes.io/kubelet-serving` signer, for the node's
+    /// names and addresses, always asked for with the node's own client.
+    pub fn serving(
+        node: &str,
+        kubeconfig: &Path,
+        cert_dir: &Path,
+        dns_names: Vec<String>,
+        ips: Vec<std::net::IpAddr>,
+    ) -> Self {
+        ClientCertificate {
+            node: node.to_string(),
+            kubeconfig: kubeconfig.to_path_buf(),
+            bootstrap_kubeconfig: None,
+            store: FileStore::new(cert_dir, SERVING_PAIR),
+            rotate: true,
+            template: Template {
+                signer: SERVING_SIGNER,
+                usages: SERVING_USAGES,
+                dns_names,
+                ips,
+            },
         }
     }
 }
@@ -176,36 +224,36 @@ async fn renew(
     bootstrapping: bool,
     api: &dyn CsrApi,
 ) -> Result<SystemTime, String> {
-    let key = if bootstrapping {
+    let t = &cert.template;
+    // The client bootstrap's CSR is named after its key, which it keeps
+    // until issued; every other request has a new key and a `csr-` name.
+    let named = bootstrapping && t.is_client();
+    let key = if named {
         cert.store.load_or_generate_tmp_key()?
     } else {
         rcgen::KeyPair::generate().map_err(|e| format!("generating a key: {e}"))?
     };
-    let request = csr::request_pem(&key, &cert.node, &[], &[])?;
+    let request = csr::request_pem(&key, &cert.node, &t.dns_names, &t.ips)?;
     let cn = csr::node_common_name(&cert.node);
-    let name = bootstrapping.then(|| {
-        csr::digested_name(
-            &rcgen::PublicKeyData::subject_public_key_info(&key),
-            &cn,
-            &[NODES_GROUP],
-            &CLIENT_USAGES,
-        )
-    });
-    let object = csr::csr_object(name.as_deref(), &request, CLIENT_SIGNER, &CLIENT_USAGES);
+    let spki = rcgen::PublicKeyData::subject_public_key_info(&key);
+    let name = named.then(|| csr::digested_name(&spki, &cn, &[NODES_GROUP], &t.usages));
+    let object = csr::csr_object(name.as_deref(), &request, t.signer, &t.usages);
     let chain = api.request(&object, &key).await?;
     let pair = cert.store.write_pair(&chain, &key, &timestamp())?;
-    let user = api
-        .who_am_i(&pair)
-        .await
-        .map_err(|e| format!("the new certificate {}: {e}", pair.display()))?;
-    if user != cn {
-        return Err(format!(
-            "the new certificate {} authenticates as {user:?}, not {cn:?}: the current one stays",
-            pair.display()
-        ));
+    if t.is_client() {
+        let user = api
+            .who_am_i(&pair)
+            .await
+            .map_err(|e| format!("the new certificate {}: {e}", pair.display()))?;
+        if user != cn {
+            return Err(format!(
+                "the new certificate {} authenticates as {user:?}, not {cn:?}: the current one stays",
+                pair.display()
+            ));
+        }
     }
     cert.store.make_current(&pair)?;
-    if bootstrapping {
+    if named {
         cert.store.remove_tmp_key();
     }
     Ok(cert
@@ -264,12 +312,12 @@ pub async fn run(
                 let until = jiff::Timestamp::try_from(not_after)
                     .map(|t| t.to_string())
                     .unwrap_or_default();
-                tracing::info!(node = %cert.node, not_after = %until, bootstrap = bootstrapping, "client certificate issued and in use");
+                tracing::info!(node = %cert.node, signer = cert.template.signer, not_after = %until, bootstrap = bootstrapping, "certificate issued and in use");
             }
             Err(e) => {
                 let delay = csr::retry_delay(failures);
                 failures += 1;
-                tracing::warn!(error = %e, retry_in_seconds = delay.as_secs(), bootstrap = bootstrapping, "asking for a client certificate");
+                tracing::warn!(error = %e, signer = cert.template.signer, retry_in_seconds = delay.as_secs(), bootstrap = bootstrapping, "asking for a certificate");
                 tokio::select! {
                     _ = cancel.cancelled() => return,
                     _ = tokio::time::sleep(delay) => {}

@@ -29,14 +29,28 @@ pub struct CertificateSettings {
     pub bootstrap_kubeconfig: Option<PathBuf>,
     pub cert_dir: PathBuf,
     pub rotate_certificates: bool,
+    /// `--rotate-server-certificates` / `serverTLSBootstrap`: the kubelet
+    /// server's certificate comes through a CSR.
+    pub rotate_server_certificates: bool,
+}
+
+impl CertificateSettings {
+    /// Where the kubelet server's certificate is with
+    /// `--rotate-server-certificates`.
+    pub fn serving_pair(&self) -> PathBuf {
+        store::FileStore::new(&self.cert_dir, store::SERVING_PAIR).current_path()
+    }
 }
 
 /// Before the API clients are built: with `--bootstrap-kubeconfig` or
 /// `--rotate-certificates`, makes sure `kubeconfig` is there (writing it
 /// from the bootstrap kubeconfig when it is missing or expired) and starts
-/// the task that asks for and rotates the client certificate.
+/// the task that asks for and rotates the client certificate; with
+/// `--rotate-server-certificates`, the one that keeps the kubelet server's
+/// certificate, for the node's name and `host_ip`.
 pub async fn start(
     node: &str,
+    host_ip: &str,
     kubeconfig: &Path,
     settings: &CertificateSettings,
     cancel: CancellationToken,
@@ -46,11 +60,30 @@ pub async fn start(
         settings.rotate_certificates,
     );
     let cert_dir = settings.cert_dir.as_path();
-    if bootstrap.is_none() && !rotate {
-        return Ok(());
+    if bootstrap.is_some() || rotate {
+        let cert = ClientCertificate::new(node, kubeconfig, bootstrap, cert_dir, rotate);
+        manager::prepare(&cert, std::time::SystemTime::now())?;
+        start_client(cert, kubeconfig, bootstrap, rotate, cancel.clone()).await?;
     }
-    let cert = ClientCertificate::new(node, kubeconfig, bootstrap, cert_dir, rotate);
-    manager::prepare(&cert, std::time::SystemTime::now())?;
+    if settings.rotate_server_certificates {
+        // The node's name and address, as the kubelet's Hostname and
+        // InternalIP addresses.
+        let ips = host_ip.parse().into_iter().collect();
+        let serving =
+            ClientCertificate::serving(node, kubeconfig, cert_dir, vec![node.into()], ips);
+        let api = Arc::new(KubeCsrApi::from_kubeconfig(kubeconfig, ROTATION_WAIT).await?);
+        tokio::spawn(manager::run(serving, None, api, cancel));
+    }
+    Ok(())
+}
+
+async fn start_client(
+    cert: ClientCertificate,
+    kubeconfig: &Path,
+    bootstrap: Option<&Path>,
+    rotate: bool,
+    cancel: CancellationToken,
+) -> Result<(), String> {
     let bootstrap_api = match bootstrap {
         Some(path) => Some(
             Arc::new(KubeCsrApi::from_kubeconfig(path, BOOTSTRAP_WAIT).await?) as Arc<dyn CsrApi>,

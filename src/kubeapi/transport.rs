@@ -210,6 +210,16 @@ impl ResolvesClientCert for FileIdentity {
     }
 }
 
+/// The kubelet server's certificate when it comes through a CSR: the
+/// current pair, read again when it changes; none yet, and every handshake
+/// fails, as the kubelet's "no serving certificate available".
+impl rustls::server::ResolvesServerCert for FileIdentity {
+    fn resolve(&self, _hello: rustls::server::ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.refresh();
+        self.loaded.lock().unwrap().as_ref().map(|l| l.key.clone())
+    }
+}
+
 /// A connector whose connections close themselves when their certificate
 /// is about to expire.
 #[derive(Clone)]

@@ -31,6 +31,9 @@ pub async fn bind(settings: &Settings, node_name: &str) -> Result<Option<Listene
         &settings.serve.tls_cert_file,
         &settings.serve.tls_private_key_file,
     ) {
+        _ if settings.certificates.rotate_server_certificates => ServingCert::Bootstrap {
+            pair: settings.certificates.serving_pair(),
+        },
         (Some(cert), Some(key)) => ServingCert::Files {
             cert: cert.clone(),
             key: key.clone(),

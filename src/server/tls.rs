@@ -51,6 +51,11 @@ pub enum ServingCert {
         cert: PathBuf,
         key: PathBuf,
     },
+    /// Through a CSR (`--rotate-server-certificates`): the pair the
+    /// certificate manager keeps current at this path, read as it changes.
+    Bootstrap {
+        pair: PathBuf,
+    },
     /// Self-signed under `<dir>/kubelet.crt` + `kubelet.key` for these names.
     SelfSigned {
         dir: PathBuf,
@@ -260,14 +265,6 @@ pub fn server_config(
     serving: &ServingCert,
     client_ca: Option<&ClientCa>,
 ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-    let (certs, key) = match serving {
-        ServingCert::Files { cert, key } => read_identity(cert, key)?,
-        ServingCert::SelfSigned {
-            dir,
-            dns_names,
-            ips,
-        } => self_signed_identity(dir, dns_names, ips)?,
-    };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -275,6 +272,21 @@ pub fn server_config(
     let builder = match client_ca {
         Some(ca) => builder.with_client_cert_verifier(Arc::new(RequestClientCert(ca.clone()))),
         None => builder.with_no_client_auth(),
+    };
+    let (certs, key) = match serving {
+        ServingCert::Files { cert, key } => read_identity(cert, key)?,
+        ServingCert::SelfSigned {
+            dir,
+            dns_names,
+            ips,
+        } => self_signed_identity(dir, dns_names, ips)?,
+        ServingCert::Bootstrap { pair } => {
+            let identity = crate::kubeapi::transport::FileIdentity::load(pair, pair)
+                .map_err(|e| file_err("the serving certificate", pair, e))?;
+            let mut config = builder.with_cert_resolver(identity);
+            config.alpn_protocols = vec![b"http/1.1".to_vec()];
+            return Ok(Arc::new(config));
+        }
     };
     let mut config = builder.with_single_cert(certs, key).map_err(|e| {
         TlsError::Config(format!("the serving certificate and key do not fit: {e}"))

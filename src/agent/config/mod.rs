@@ -158,6 +158,12 @@ pub struct RunArgs {
     /// lifetime (`rotateCertificates` in the config file).
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub rotate_certificates: Option<bool>,
+    /// The kubelet server's certificate through a CSR to the
+    /// `kubernetes.io/kubelet-serving` signer, for the node's name and IP,
+    /// renewed as the client's (`serverTLSBootstrap` in the config file).
+    /// Nothing approves those CSRs on its own: see docs/joining.md.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    pub rotate_server_certificates: Option<bool>,
     /// Taints the Node is registered with, as the kubelet's flag
     /// (`key=value:Effect,key2:Effect`; effects NoSchedule,
     /// PreferNoSchedule, NoExecute). Replaces crilet's default
@@ -276,6 +282,9 @@ pub struct ConfigFile {
     pub register_with_taints: Option<Vec<FileTaint>>,
     /// The client certificate's rotation, as `--rotate-certificates`.
     pub rotate_certificates: Option<bool>,
+    /// As `--rotate-server-certificates`.
+    #[serde(rename = "serverTLSBootstrap")]
+    pub server_tls_bootstrap: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -318,3 +318,49 @@ fn the_tls_bootstrap_flags_resolve_as_the_kubelets() {
         "{e}"
     );
 }
+
+#[test]
+fn the_serving_certificate_through_a_csr_needs_a_kubeconfig_and_no_certificate_file() {
+    let r = |args: &[&str], f: &ConfigFile| {
+        let args = try_parse_flags(args).unwrap();
+        resolve(&args, f, "k.yaml").map(|s| s.certificates)
+    };
+    let none = ConfigFile::default();
+    assert!(
+        !r(&["--kubeconfig", "/k"], &none)
+            .unwrap()
+            .rotate_server_certificates
+    );
+    let on = r(
+        &["--kubeconfig", "/k", "--rotate-server-certificates"],
+        &none,
+    )
+    .unwrap();
+    assert!(on.rotate_server_certificates);
+    assert_eq!(
+        on.serving_pair(),
+        PathBuf::from("/var/lib/crilet/pki/kubelet-server-current.pem")
+    );
+    let file = parse_config_file("k.yaml", "serverTLSBootstrap: true\n").unwrap();
+    assert!(
+        r(&["--kubeconfig", "/k"], &file)
+            .unwrap()
+            .rotate_server_certificates
+    );
+    let e = r(&[], &file).unwrap_err().to_string();
+    assert!(
+        e.contains("--rotate-server-certificates needs --kubeconfig"),
+        "{e}"
+    );
+    let both = [
+        "--kubeconfig",
+        "/k",
+        "--rotate-server-certificates",
+        "--tls-cert-file",
+        "/c",
+        "--tls-private-key-file",
+        "/k2",
+    ];
+    let e = r(&both, &none).unwrap_err().to_string();
+    assert!(e.contains("--tls-cert-file"), "{e}");
+}
