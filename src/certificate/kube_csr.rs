@@ -189,3 +189,56 @@ impl CsrApi for KubeCsrApi {
             .ok_or_else(|| "the SelfSubjectReview names no user".into())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::certificate::csr::{
+        CLIENT_SIGNER, CLIENT_USAGES, SERVING_SIGNER, csr_object, request_pem,
+    };
+
+    #[test]
+    fn a_csr_already_there_is_reused_only_if_made_with_our_key_for_our_signer() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let ours = csr_object(
+            Some("node-csr-x"),
+            &request_pem(&key, "n1", &[], &[]).unwrap(),
+            CLIENT_SIGNER,
+            &CLIENT_USAGES,
+        );
+        // The same key signs a new request each time (ECDSA): the bytes
+        // differ, the public key does not.
+        let again = csr_object(
+            Some("node-csr-x"),
+            &request_pem(&key, "n1", &[], &[]).unwrap(),
+            CLIENT_SIGNER,
+            &CLIENT_USAGES,
+        );
+        assert_eq!(compatible(&again, &ours, &key), Ok(()));
+        let other_key = rcgen::KeyPair::generate().unwrap();
+        let theirs = csr_object(
+            Some("node-csr-x"),
+            &request_pem(&other_key, "n1", &[], &[]).unwrap(),
+            CLIENT_SIGNER,
+            &CLIENT_USAGES,
+        );
+        assert_eq!(
+            compatible(&theirs, &ours, &key),
+            Err("its request was made with another key".into())
+        );
+        let mut serving = again.clone();
+        serving.spec.signer_name = SERVING_SIGNER.into();
+        assert!(
+            compatible(&serving, &ours, &key)
+                .unwrap_err()
+                .contains("kubelet-serving")
+        );
+        let mut junk = again;
+        junk.spec.request = k8s_openapi::ByteString(b"not PEM".to_vec());
+        assert!(
+            compatible(&junk, &ours, &key)
+                .unwrap_err()
+                .starts_with("its request")
+        );
+    }
+}

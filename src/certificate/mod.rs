@@ -35,6 +35,18 @@ pub struct CertificateSettings {
 }
 
 impl CertificateSettings {
+    /// The pair files whose TTL the metrics export, as the kubelet's
+    /// certificate managers do: the client's when crilet keeps it, the
+    /// server's with `--rotate-server-certificates`.
+    pub fn managed_pairs(&self) -> (Option<PathBuf>, Option<PathBuf>) {
+        let client = (self.bootstrap_kubeconfig.is_some() || self.rotate_certificates)
+            .then(|| store::FileStore::new(&self.cert_dir, store::CLIENT_PAIR).current_path());
+        (
+            client,
+            self.rotate_server_certificates.then(|| self.serving_pair()),
+        )
+    }
+
     /// Where the kubelet server's certificate is with
     /// `--rotate-server-certificates`.
     pub fn serving_pair(&self) -> PathBuf {

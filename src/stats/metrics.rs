@@ -114,6 +114,10 @@ pub struct Metrics {
     /// Received, coalesced, missed.
     event_counts: [Counter; 3],
     alive_tasks: Gauge,
+    /// The client and the serving certificate's pair files, when the
+    /// certificate manager keeps them, and their TTL gauges.
+    certificates: std::sync::OnceLock<[Option<std::path::PathBuf>; 2]>,
+    certificate_ttls: [Gauge<f64, std::sync::atomic::AtomicU64>; 2],
     probes: Family<ProbeResultLabels, Counter>,
     probe_durations: Family<ProbeDurationLabels, Histogram, fn() -> Histogram>,
     process: super::process_stats::ProcessMetrics,
@@ -209,6 +213,21 @@ impl Metrics {
             "Collections that could not bring usage down to the low threshold.",
             gc_shortfalls.clone(),
         );
+        let certificate_ttls: [Gauge<f64, std::sync::atomic::AtomicU64>; 2] = Default::default();
+        let ttl_help =
+            "seconds until the certificate expires (negative if it has), as the kubelet's";
+        for (name, gauge) in [
+            (
+                "kubelet_certificate_manager_client_ttl_seconds",
+                &certificate_ttls[0],
+            ),
+            (
+                "kubelet_certificate_manager_server_ttl_seconds",
+                &certificate_ttls[1],
+            ),
+        ] {
+            registry.register(name, ttl_help, gauge.clone());
+        }
         let event_counts: [Counter; 3] = Default::default();
         for (name, help, c) in [
             (
@@ -270,7 +289,19 @@ impl Metrics {
             container_events: std::sync::OnceLock::new(),
             event_counts,
             alive_tasks,
+            certificates: std::sync::OnceLock::new(),
+            certificate_ttls,
         }
+    }
+
+    /// Exports the TTL of the client certificate in `client` and of the
+    /// serving certificate in `server` (pair files read at each scrape).
+    pub fn set_certificates(
+        &self,
+        client: Option<std::path::PathBuf>,
+        server: Option<std::path::PathBuf>,
+    ) {
+        let _ = self.certificates.set([client, server]);
     }
 
     /// Counts one probe run and, unless it errored, its duration.
@@ -315,6 +346,17 @@ impl Metrics {
             let values = [&ev.received, &ev.coalesced, &ev.missed];
             for (c, v) in self.event_counts.iter().zip(values) {
                 catch_up(c, v.load(Relaxed));
+            }
+        }
+        for (pair, gauge) in self
+            .certificates
+            .get()
+            .into_iter()
+            .flatten()
+            .zip(&self.certificate_ttls)
+        {
+            if let Some(ttl) = pair.as_deref().and_then(certificate_ttl) {
+                gauge.set(ttl);
             }
         }
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
@@ -362,6 +404,21 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
+}
+
+/// Seconds from now until the first certificate in `pair` expires,
+/// negative once it has; None while there is none.
+fn certificate_ttl(pair: &std::path::Path) -> Option<f64> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let pem = std::fs::read(pair).ok()?;
+    let first = CertificateDer::pem_slice_iter(&pem).next()?.ok()?;
+    let (_, not_after) = crate::kubeapi::transport::validity(&first).ok()?;
+    let now = std::time::SystemTime::now();
+    Some(match not_after.duration_since(now) {
+        Ok(d) => d.as_secs_f64(),
+        Err(e) => -e.duration().as_secs_f64(),
+    })
 }
 
 /// The kubelet's operation_type for a CRI method: `RunPodSandbox` →
@@ -421,101 +478,5 @@ impl ProbeRecorder for Metrics {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn operation_types_are_the_kubelets() {
-        for (op, want) in [
-            ("RunPodSandbox", "run_podsandbox"),
-            ("ListPodSandbox", "list_podsandbox"),
-            ("ListPodSandboxStats", "list_podsandbox_stats"),
-            ("PodSandboxStatus", "podsandbox_status"),
-            ("ImageFsInfo", "image_fs_info"),
-            ("ListContainers", "list_containers"),
-            ("ExecSync", "exec_sync"),
-            ("Version", "version"),
-            ("RuntimeConfig", "runtime_config"),
-        ] {
-            assert_eq!(operation_type(op), want);
-        }
-    }
-
-    #[test]
-    fn probe_runs_render_with_the_prober_names() {
-        let m = Metrics::new();
-        let run = ProbeRun {
-            probe_type: "Readiness",
-            result: "failed",
-            container: "etcd",
-            pod: "etcd-node1",
-            namespace: "kube-system",
-            pod_uid: "u1",
-            elapsed: Duration::from_millis(3),
-        };
-        m.observe_probe(&run);
-        m.observe_probe(&run);
-        m.observe_probe(&ProbeRun {
-            result: "unknown",
-            ..run
-        });
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &m.registry).unwrap();
-        assert!(
-            out.contains("prober_probe_total{probe_type=\"Readiness\",result=\"failed\",container=\"etcd\",pod=\"etcd-node1\",namespace=\"kube-system\",pod_uid=\"u1\"} 2"),
-            "{out}"
-        );
-        assert!(out.contains("result=\"unknown\""), "{out}");
-        // Errored runs have no duration worth keeping.
-        assert!(
-            out.contains("prober_probe_duration_seconds_count{probe_type=\"Readiness\",container=\"etcd\",pod=\"etcd-node1\",namespace=\"kube-system\"} 2"),
-            "{out}"
-        );
-    }
-
-    #[tokio::test]
-    async fn event_counters_and_live_tasks_render() {
-        use std::sync::atomic::Ordering::Relaxed;
-        let m = Metrics::new();
-        let counters = Arc::new(EventCounters::default());
-        m.set_container_events(counters.clone());
-        counters.received.store(7, Relaxed);
-        counters.coalesced.store(2, Relaxed);
-        counters.missed.store(1, Relaxed);
-        let _task = tokio::spawn(std::future::pending::<()>());
-        m.catch_up_counters();
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &m.registry).unwrap();
-        for want in [
-            "crilet_container_events_total 7",
-            "crilet_container_events_coalesced_total 2",
-            "crilet_container_events_missed_total 1",
-            "crilet_tokio_alive_tasks 1",
-        ] {
-            assert!(out.contains(want), "{want}: {out}");
-        }
-    }
-
-    #[test]
-    fn observed_operations_render_with_kubelet_names() {
-        let m = Metrics::new();
-        m.observe("RunPodSandbox", Duration::from_millis(60), true);
-        m.observe("RunPodSandbox", Duration::from_millis(70), false);
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &m.registry).unwrap();
-        assert!(
-            out.contains("kubelet_runtime_operations_total{operation_type=\"run_podsandbox\"} 2"),
-            "{out}"
-        );
-        assert!(
-            out.contains(
-                "kubelet_runtime_operations_errors_total{operation_type=\"run_podsandbox\"} 1"
-            ),
-            "{out}"
-        );
-        assert!(
-            out.contains("kubelet_runtime_operations_duration_seconds_count{operation_type=\"run_podsandbox\"} 2"),
-            "{out}"
-        );
-    }
-}
+#[path = "metrics_tests.rs"]
+mod tests;
