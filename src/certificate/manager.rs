@@ -17,6 +17,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
@@ -65,6 +66,8 @@ pub struct ClientCertificate {
     pub store: FileStore,
     pub rotate: bool,
     pub template: Template,
+    /// Failed requests so far (the kubelet's `..._expiration_renew_errors`).
+    pub renew_errors: Arc<AtomicU64>,
 }
 
 impl ClientCertificate {
@@ -88,6 +91,7 @@ impl ClientCertificate {
                 dns_names: Vec::new(),
                 ips: Vec::new(),
             },
+            renew_errors: Arc::default(),
         }
     }
 
@@ -113,6 +117,7 @@ impl ClientCertificate {
                 dns_names,
                 ips,
             },
+            renew_errors: Arc::default(),
         }
     }
 }
@@ -315,6 +320,7 @@ pub async fn run(
                 tracing::info!(node = %cert.node, signer = cert.template.signer, not_after = %until, bootstrap = bootstrapping, "certificate issued and in use");
             }
             Err(e) => {
+                cert.renew_errors.fetch_add(1, Ordering::Relaxed);
                 let delay = csr::retry_delay(failures);
                 failures += 1;
                 tracing::warn!(error = %e, signer = cert.template.signer, retry_in_seconds = delay.as_secs(), bootstrap = bootstrapping, "asking for a certificate");

@@ -16,6 +16,7 @@ pub mod store;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use tokio_util::sync::CancellationToken;
 
@@ -59,21 +60,24 @@ impl CertificateSettings {
 /// from the bootstrap kubeconfig when it is missing or expired) and starts
 /// the task that asks for and rotates the client certificate; with
 /// `--rotate-server-certificates`, the one that keeps the kubelet server's
-/// certificate, for the node's name and `host_ip`.
+/// certificate, for the node's name and `host_ip`. Answers the counters
+/// of failed requests, the client's then the server's.
 pub async fn start(
     node: &str,
     host_ip: &str,
     kubeconfig: &Path,
     settings: &CertificateSettings,
     cancel: CancellationToken,
-) -> Result<(), String> {
+) -> Result<[Arc<AtomicU64>; 2], String> {
     let (bootstrap, rotate) = (
         settings.bootstrap_kubeconfig.as_deref(),
         settings.rotate_certificates,
     );
     let cert_dir = settings.cert_dir.as_path();
+    let mut errors: [Arc<AtomicU64>; 2] = Default::default();
     if bootstrap.is_some() || rotate {
         let cert = ClientCertificate::new(node, kubeconfig, bootstrap, cert_dir, rotate);
+        errors[0] = cert.renew_errors.clone();
         manager::prepare(&cert, std::time::SystemTime::now())?;
         start_client(cert, kubeconfig, bootstrap, rotate, cancel.clone()).await?;
     }
@@ -86,7 +90,7 @@ pub async fn start(
         let api = Arc::new(KubeCsrApi::from_kubeconfig(kubeconfig, ROTATION_WAIT).await?);
         tokio::spawn(manager::run(serving, None, api, cancel));
     }
-    Ok(())
+    Ok(errors)
 }
 
 async fn start_client(

@@ -116,11 +116,20 @@ pub struct Metrics {
     alive_tasks: Gauge,
     /// The client and the serving certificate's pair files, when the
     /// certificate manager keeps them, and their TTL gauges.
-    certificates: std::sync::OnceLock<[Option<std::path::PathBuf>; 2]>,
+    certificates: std::sync::OnceLock<Certificates>,
     certificate_ttls: [Gauge<f64, std::sync::atomic::AtomicU64>; 2],
+    /// Gauges, not counters, so that the names are the kubelet's exactly
+    /// (a counter's name gets `_total`; the kubelet's has none).
+    renew_errors: [Gauge; 2],
     probes: Family<ProbeResultLabels, Counter>,
     probe_durations: Family<ProbeDurationLabels, Histogram, fn() -> Histogram>,
     process: super::process_stats::ProcessMetrics,
+}
+
+/// The certificate managers' files and failure counts, client then server.
+struct Certificates {
+    pairs: [Option<std::path::PathBuf>; 2],
+    errors: [Arc<std::sync::atomic::AtomicU64>; 2],
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -228,6 +237,20 @@ impl Metrics {
         ] {
             registry.register(name, ttl_help, gauge.clone());
         }
+        let renew_errors: [Gauge; 2] = Default::default();
+        for (name, counter) in [
+            (
+                "kubelet_certificate_manager_client_expiration_renew_errors",
+                &renew_errors[0],
+            ),
+            ("kubelet_server_expiration_renew_errors", &renew_errors[1]),
+        ] {
+            registry.register(
+                name,
+                "Counter of certificate renewal errors.",
+                counter.clone(),
+            );
+        }
         let event_counts: [Counter; 3] = Default::default();
         for (name, help, c) in [
             (
@@ -291,17 +314,23 @@ impl Metrics {
             alive_tasks,
             certificates: std::sync::OnceLock::new(),
             certificate_ttls,
+            renew_errors,
         }
     }
 
     /// Exports the TTL of the client certificate in `client` and of the
-    /// serving certificate in `server` (pair files read at each scrape).
+    /// serving certificate in `server` (pair files read at each scrape),
+    /// and their managers' failed requests (`errors`: client, server).
     pub fn set_certificates(
         &self,
         client: Option<std::path::PathBuf>,
         server: Option<std::path::PathBuf>,
+        errors: [Arc<std::sync::atomic::AtomicU64>; 2],
     ) {
-        let _ = self.certificates.set([client, server]);
+        let _ = self.certificates.set(Certificates {
+            pairs: [client, server],
+            errors,
+        });
     }
 
     /// Counts one probe run and, unless it errored, its duration.
@@ -348,15 +377,14 @@ impl Metrics {
                 catch_up(c, v.load(Relaxed));
             }
         }
-        for (pair, gauge) in self
-            .certificates
-            .get()
-            .into_iter()
-            .flatten()
-            .zip(&self.certificate_ttls)
-        {
-            if let Some(ttl) = pair.as_deref().and_then(certificate_ttl) {
-                gauge.set(ttl);
+        if let Some(c) = self.certificates.get() {
+            for (pair, gauge) in c.pairs.iter().zip(&self.certificate_ttls) {
+                if let Some(ttl) = pair.as_deref().and_then(certificate_ttl) {
+                    gauge.set(ttl);
+                }
+            }
+            for (n, counter) in c.errors.iter().zip(&self.renew_errors) {
+                counter.set(n.load(std::sync::atomic::Ordering::Relaxed) as i64);
             }
         }
         if let Ok(handle) = tokio::runtime::Handle::try_current() {

@@ -65,7 +65,9 @@ fn certificate_ttls_are_read_from_the_pair_files_at_each_scrape() {
     let client = pair("client.pem", (2020, 1), (2021, 1));
     let server = pair("server.pem", (2020, 1), (2200, 1));
     let m = Metrics::new();
-    m.set_certificates(Some(client), Some(server.clone()));
+    let errors: [Arc<std::sync::atomic::AtomicU64>; 2] = Default::default();
+    errors[1].store(3, std::sync::atomic::Ordering::Relaxed);
+    m.set_certificates(Some(client), Some(server.clone()), errors);
     m.catch_up_counters();
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &m.registry).unwrap();
@@ -84,6 +86,13 @@ fn certificate_ttls_are_read_from_the_pair_files_at_each_scrape() {
         value("kubelet_certificate_manager_server_ttl_seconds") > 1e9,
         "{out}"
     );
+    assert_eq!(
+        value("kubelet_server_expiration_renew_errors"),
+        3.0,
+        "{out}"
+    );
+    let client_errors = value("kubelet_certificate_manager_client_expiration_renew_errors");
+    assert_eq!(client_errors, 0.0, "{out}");
     // A pair that goes away keeps its last reading; no panic.
     std::fs::remove_file(&server).unwrap();
     m.catch_up_counters();
