@@ -187,6 +187,46 @@ pub fn rotation_deadline(not_before: SystemTime, not_after: SystemTime, jitter: 
     not_before + Duration::from_secs_f64(total.as_secs_f64() * fraction)
 }
 
+/// Whether the certificate `der` still fits what would be asked for now:
+/// its common name is `common_name` and it names every one of `dns_names`
+/// and `ips` (more names are fine), as the certificate manager's
+/// `certSatisfiesTemplate`. One that does not is replaced at once (a node
+/// renamed, or its IP changed).
+pub fn satisfies_template(
+    der: &[u8],
+    common_name: &str,
+    dns_names: &[String],
+    ips: &[IpAddr],
+) -> bool {
+    use x509_parser::extensions::GeneralName;
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(der) else {
+        return false;
+    };
+    let cn_fits = cert
+        .subject()
+        .iter_common_name()
+        .next()
+        .and_then(|cn| cn.as_str().ok())
+        .is_some_and(|cn| cn == common_name);
+    let sans: Vec<GeneralName<'_>> = match cert.subject_alternative_name() {
+        Ok(Some(ext)) => ext.value.general_names.clone(),
+        _ => Vec::new(),
+    };
+    let has_dns = |name: &str| {
+        sans.iter()
+            .any(|g| matches!(g, GeneralName::DNSName(d) if *d == name))
+    };
+    let has_ip = |ip: &IpAddr| {
+        let octets = match ip {
+            IpAddr::V4(v4) => v4.octets().to_vec(),
+            IpAddr::V6(v6) => v6.octets().to_vec(),
+        };
+        sans.iter()
+            .any(|g| matches!(g, GeneralName::IPAddress(b) if *b == octets.as_slice()))
+    };
+    cn_fits && dns_names.iter().all(|d| has_dns(d)) && ips.iter().all(has_ip)
+}
+
 /// Whether a certificate valid until `not_after` is still good at `now`
 /// (the bootstrap's `isClientConfigStillValid` checks `notAfter` alone).
 pub fn still_valid(not_after: SystemTime, now: SystemTime) -> bool {

@@ -173,3 +173,52 @@ fn retries_back_off_from_2_to_32_seconds() {
     assert_eq!(got, [2, 4, 8, 16, 32, 32, 32]);
     assert_eq!(retry_delay(u32::MAX).as_secs(), 32);
 }
+
+fn certificate(cn: &str, dns: &[&str], ips: &[&str]) -> Vec<u8> {
+    let mut params =
+        rcgen::CertificateParams::new(dns.iter().map(|d| d.to_string()).collect::<Vec<_>>())
+            .unwrap();
+    for ip in ips {
+        params
+            .subject_alt_names
+            .push(rcgen::SanType::IpAddress(ip.parse().unwrap()));
+    }
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, cn);
+    let key = rcgen::KeyPair::generate().unwrap();
+    params.self_signed(&key).unwrap().der().to_vec()
+}
+
+#[test]
+fn a_certificate_fits_while_it_names_the_node_as_it_is() {
+    let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+    let serving = certificate("system:node:n1", &["n1", "extra"], &["10.0.0.1", "::1"]);
+    let cn = "system:node:n1";
+    assert!(satisfies_template(
+        &serving,
+        cn,
+        &["n1".into()],
+        &[ip("10.0.0.1")]
+    ));
+    assert!(satisfies_template(&serving, cn, &[], &[ip("::1")]), "IPv6");
+    assert!(
+        satisfies_template(&serving, cn, &[], &[]),
+        "more names are fine"
+    );
+    assert!(
+        !satisfies_template(&serving, cn, &[], &[ip("10.0.0.2")]),
+        "the IP changed"
+    );
+    assert!(
+        !satisfies_template(&serving, cn, &["n2".into()], &[]),
+        "renamed"
+    );
+    assert!(
+        !satisfies_template(&serving, "system:node:n2", &[], &[]),
+        "another node"
+    );
+    let client = certificate("system:node:n1", &[], &[]);
+    assert!(satisfies_template(&client, cn, &[], &[]));
+    assert!(!satisfies_template(b"junk", cn, &[], &[]));
+}

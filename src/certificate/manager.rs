@@ -244,6 +244,16 @@ async fn renew(
     let name = named.then(|| csr::digested_name(&spki, &cn, &[NODES_GROUP], &t.usages));
     let object = csr::csr_object(name.as_deref(), &request, t.signer, &t.usages);
     let chain = api.request(&object, &key).await?;
+    // One the signer issued without our names would be replaced at once,
+    // again and again: it is refused instead (and the request retried).
+    let fits = pem::parse(&chain)
+        .is_ok_and(|p| csr::satisfies_template(p.contents(), &cn, &t.dns_names, &t.ips));
+    if !fits {
+        let name = object.metadata.name.as_deref().unwrap_or("csr-*");
+        return Err(format!(
+            "the certificate issued for {name} does not name {cn} with its addresses"
+        ));
+    }
     let pair = cert.store.write_pair(&chain, &key, &timestamp())?;
     if t.is_client() {
         let user = api
@@ -280,14 +290,26 @@ pub async fn run(
     let mut failures = 0u32;
     loop {
         let now = SystemTime::now();
-        let valid = cert
-            .store
-            .current_validity()
+        let current = cert.store.current_certificate();
+        let valid = current
+            .as_ref()
+            .and_then(|c| crate::kubeapi::transport::validity(c).ok())
             .filter(|(_, na)| csr::still_valid(*na, now));
+        let (cn, t) = (csr::node_common_name(&cert.node), &cert.template);
+        let fits = current
+            .as_ref()
+            .is_some_and(|c| csr::satisfies_template(c, &cn, &t.dns_names, &t.ips));
         let at = match valid {
             None if bootstrap.is_none() && !cert.rotate => return,
             None => now,
             Some(_) if !cert.rotate => return,
+            Some(_) if !fits => {
+                tracing::info!(
+                    signer = t.signer,
+                    "the current certificate does not name this node as it is now: replacing it"
+                );
+                now
+            }
             Some((nb, na)) => csr::rotation_deadline(nb, na, jitter()),
         };
         if let Ok(wait) = at.duration_since(now) {

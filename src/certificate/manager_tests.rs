@@ -11,6 +11,8 @@ use super::*;
 struct FakeApi {
     user: String,
     lifetime: Duration,
+    /// The IP SANs it signs (none: a client certificate).
+    ips: Vec<std::net::IpAddr>,
     requests: Mutex<Vec<CertificateSigningRequest>>,
 }
 
@@ -19,13 +21,29 @@ impl FakeApi {
         Arc::new(FakeApi {
             user: user.into(),
             lifetime: Duration::from_secs(3600),
+            ips: Vec::new(),
             requests: Mutex::new(Vec::new()),
         })
     }
 }
 
 fn certificate(key: &rcgen::KeyPair, cn: &str, from: SystemTime, lifetime: Duration) -> String {
+    certificate_for(key, cn, &[], from, lifetime)
+}
+
+fn certificate_for(
+    key: &rcgen::KeyPair,
+    cn: &str,
+    ips: &[std::net::IpAddr],
+    from: SystemTime,
+    lifetime: Duration,
+) -> String {
     let mut params = rcgen::CertificateParams::default();
+    for ip in ips {
+        params
+            .subject_alt_names
+            .push(rcgen::SanType::IpAddress(*ip));
+    }
     let t = |s: SystemTime| {
         let secs = s.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs() as i64;
         rcgen::date_time_ymd(1970, 1, 1) + Duration::from_secs(secs as u64)
@@ -48,7 +66,13 @@ impl CsrApi for FakeApi {
     ) -> Result<String, String> {
         self.requests.lock().unwrap().push(csr.clone());
         let now = SystemTime::now() - Duration::from_secs(300);
-        Ok(certificate(key, &self.user, now, self.lifetime))
+        Ok(certificate_for(
+            key,
+            &self.user,
+            &self.ips,
+            now,
+            self.lifetime,
+        ))
     }
     async fn who_am_i(&self, pair_file: &Path) -> Result<String, String> {
         assert!(pair_file.exists());
@@ -292,4 +316,82 @@ async fn with_rotation_a_certificate_past_its_deadline_is_replaced_and_the_old_p
         Some("csr-"),
         "a rotation's CSR is csr-*"
     );
+}
+
+fn serving(dir: &Path, ip: &str) -> ClientCertificate {
+    let ips = vec![ip.parse().unwrap()];
+    ClientCertificate::serving(
+        "n1",
+        &dir.join("kubelet.conf"),
+        &dir.join("pki"),
+        Vec::new(),
+        ips,
+    )
+}
+
+#[tokio::test]
+async fn a_serving_certificate_without_the_nodes_ip_is_replaced_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = serving(dir.path(), "10.0.0.2");
+    // Valid for an hour more, but for the node's old IP.
+    let key = rcgen::KeyPair::generate().unwrap();
+    let old_ip = ["10.0.0.1".parse().unwrap()];
+    let now = SystemTime::now() - Duration::from_secs(60);
+    let old = certificate_for(
+        &key,
+        "system:node:n1",
+        &old_ip,
+        now,
+        Duration::from_secs(3600),
+    );
+    let old_file = cert
+        .store
+        .write_pair(&old, &key, "2026-01-01-00-00-00")
+        .unwrap();
+    cert.store.make_current(&old_file).unwrap();
+    let api = Arc::new(FakeApi {
+        ips: vec!["10.0.0.2".parse().unwrap()],
+        ..Arc::into_inner(FakeApi::new("system:node:n1")).unwrap()
+    });
+    let current = || std::fs::read_link(cert.store.current_path()).ok();
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(run(cert.clone(), None, api.clone(), cancel.clone()));
+    for _ in 0..200 {
+        if current().is_some_and(|p| p != old_file) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    cancel.cancel();
+    let _ = task.await;
+    assert_ne!(current(), Some(old_file), "replaced before its deadline");
+    let requests = api.requests.lock().unwrap();
+    assert_eq!(
+        requests[0].spec.signer_name,
+        crate::certificate::csr::SERVING_SIGNER
+    );
+}
+
+#[tokio::test]
+async fn an_issued_certificate_without_the_nodes_names_is_refused_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = serving(dir.path(), "10.0.0.2");
+    // The signer drops the IP: taking it would mean asking again at once.
+    let api = FakeApi::new("system:node:n1");
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(run(cert.clone(), None, api.clone(), cancel.clone()));
+    for _ in 0..200 {
+        if cert.renew_errors.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    cancel.cancel();
+    let _ = task.await;
+    assert_eq!(
+        cert.renew_errors.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "one failure, then the back-off"
+    );
+    assert!(!cert.store.current_path().exists());
 }

@@ -55,14 +55,18 @@ impl FileStore {
         self.dir.join(format!("{}.key.tmp", self.pair))
     }
 
+    /// The current pair's first certificate, if there is one that parses.
+    pub fn current_certificate(&self) -> Option<rustls::pki_types::CertificateDer<'static>> {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let pem = std::fs::read(self.current_path()).ok()?;
+        CertificateDer::pem_slice_iter(&pem).next()?.ok()
+    }
+
     /// The current certificate's validity, if there is a current pair that
     /// parses.
     pub fn current_validity(&self) -> Option<(SystemTime, SystemTime)> {
-        let pem = std::fs::read(self.current_path()).ok()?;
-        use rustls::pki_types::CertificateDer;
-        use rustls::pki_types::pem::PemObject;
-        let first = CertificateDer::pem_slice_iter(&pem).next()?.ok()?;
-        validity(&first).ok()
+        validity(&self.current_certificate()?).ok()
     }
 
     fn ensure_dir(&self) -> Result<(), String> {
