@@ -155,19 +155,23 @@ impl FileIdentity {
         let current = (stamp(&self.cert).ok(), stamp(&self.key).ok());
         {
             let loaded = self.loaded.lock().unwrap();
-            if let Some(l) = loaded.as_ref()
-                && current == (Some(l.stamps.0.clone()), Some(l.stamps.1.clone()))
-            {
-                return;
+            match loaded.as_ref() {
+                Some(l) if current == (Some(l.stamps.0.clone()), Some(l.stamps.1.clone())) => {
+                    return;
+                }
+                // Nothing yet, and still no file: the bootstrap has not
+                // written it. Not worth a line per connection.
+                None if current.0.is_none() => return,
+                _ => {}
             }
         }
         match self.read() {
             Ok(fresh) => {
-                tracing::info!(cert = %self.cert.display(), "client certificate read again: it changed");
+                tracing::info!(file = %self.cert.display(), "certificate pair read again: it changed");
                 *self.loaded.lock().unwrap() = Some(fresh);
             }
             Err(e) => {
-                tracing::warn!(error = %e, "client certificate changed but does not load: the last one stays")
+                tracing::warn!(error = %e, "certificate pair changed but does not load: the last one stays")
             }
         }
     }
