@@ -201,6 +201,40 @@ async fn lease_renewed_after(lab: &Lab, node: &str, after: jiff::Timestamp) -> O
     (renewed > after).then_some(())
 }
 
+/// A node about to join: its directory (`kubelet.conf`, `pki/`), its claim,
+/// and a bootstrap kubeconfig with `token`, or with a new token of a
+/// cluster set up as `kubeadm join` finds it (then `id` is the token's).
+struct Joining {
+    dir: tempfile::TempDir,
+    node: crate::kube::NodeClaim,
+    id: String,
+    bootstrap: PathBuf,
+}
+
+async fn joining(lab: &Lab, name: &str, token: Option<&str>) -> Joining {
+    let dir = tempfile::Builder::new()
+        .prefix("crilet-join-")
+        .tempdir()
+        .unwrap();
+    let node = lab
+        .claim_joining(name, dir.path().join("kubelet.conf"))
+        .await;
+    let (id, token) = match token {
+        Some(t) => (String::new(), t.to_string()),
+        None => {
+            kubeadm_join_rbac(lab).await;
+            bootstrap_token(lab).await
+        }
+    };
+    let bootstrap = bootstrap_kubeconfig(dir.path(), &token);
+    Joining {
+        dir,
+        node,
+        id,
+        bootstrap,
+    }
+}
+
 #[tokio::test]
 #[ignore = "needs the agent tests' containerd, the real kube-apiserver and its controller manager (scripts/test.sh)"]
 async fn a_node_joins_with_a_bootstrap_token_and_rotates_its_certificate_while_its_pods_run() {
@@ -211,16 +245,12 @@ async fn a_node_joins_with_a_bootstrap_token_and_rotates_its_certificate_while_i
     let rt = agent_runtime();
     clean_runtime(&rt).await;
     let lab = Lab::connect().await;
-    let dir = tempfile::Builder::new()
-        .prefix("crilet-join-")
-        .tempdir()
-        .unwrap();
-    let node = lab
-        .claim_joining("crilet-join-1", dir.path().join("kubelet.conf"))
-        .await;
-    kubeadm_join_rbac(&lab).await;
-    let (id, token) = bootstrap_token(&lab).await;
-    let bootstrap = bootstrap_kubeconfig(dir.path(), &token);
+    let Joining {
+        dir,
+        node,
+        id,
+        bootstrap,
+    } = joining(&lab, "crilet-join-1", None).await;
     let mut args = join_args(dir.path(), &bootstrap);
     args.push("--rotate-certificates".into());
     let mut agent = AgentProcess::prepare_on(&node.name, &args);
@@ -314,16 +344,12 @@ async fn a_node_restarted_with_an_expired_certificate_bootstraps_again_and_keeps
     let rt = agent_runtime();
     clean_runtime(&rt).await;
     let lab = Lab::connect().await;
-    let dir = tempfile::Builder::new()
-        .prefix("crilet-join-")
-        .tempdir()
-        .unwrap();
-    let node = lab
-        .claim_joining("crilet-join-2", dir.path().join("kubelet.conf"))
-        .await;
-    kubeadm_join_rbac(&lab).await;
-    let (_, token) = bootstrap_token(&lab).await;
-    let bootstrap = bootstrap_kubeconfig(dir.path(), &token);
+    let Joining {
+        dir,
+        node,
+        bootstrap,
+        ..
+    } = joining(&lab, "crilet-join-2", None).await;
     let mut agent = AgentProcess::prepare_on(&node.name, &join_args(dir.path(), &bootstrap));
     agent.write("web.yaml", &busybox_pod("web", "Always", "sleep 3600"));
     agent.spawn();
@@ -381,15 +407,13 @@ async fn a_bad_bootstrap_token_is_named_and_the_static_pods_run_without_the_api_
     let rt = agent_runtime();
     clean_runtime(&rt).await;
     let lab = Lab::connect().await;
-    let dir = tempfile::Builder::new()
-        .prefix("crilet-join-")
-        .tempdir()
-        .unwrap();
-    let node = lab
-        .claim_joining("crilet-join-3", dir.path().join("kubelet.conf"))
-        .await;
     // A token of the right shape whose Secret does not exist.
-    let bootstrap = bootstrap_kubeconfig(dir.path(), "zzzzzz.zzzzzzzzzzzzzzzz");
+    let Joining {
+        dir,
+        node,
+        bootstrap,
+        ..
+    } = joining(&lab, "crilet-join-3", Some("zzzzzz.zzzzzzzzzzzzzzzz")).await;
     let mut agent = AgentProcess::prepare_on(&node.name, &join_args(dir.path(), &bootstrap));
     agent.write("web.yaml", &busybox_pod("web", "Always", "sleep 3600"));
     agent.spawn();
@@ -461,16 +485,12 @@ async fn the_kubelet_servers_certificate_comes_through_a_csr_once_an_operator_ap
     }
     let _guard = AGENT_LOCK.lock().await;
     let lab = Lab::connect().await;
-    let dir = tempfile::Builder::new()
-        .prefix("crilet-join-")
-        .tempdir()
-        .unwrap();
-    let node = lab
-        .claim_joining("crilet-join-4", dir.path().join("kubelet.conf"))
-        .await;
-    kubeadm_join_rbac(&lab).await;
-    let (_, token) = bootstrap_token(&lab).await;
-    let bootstrap = bootstrap_kubeconfig(dir.path(), &token);
+    let Joining {
+        dir,
+        node,
+        bootstrap,
+        ..
+    } = joining(&lab, "crilet-join-4", None).await;
     let port = crate::support::free_port();
     let mut args = join_args(dir.path(), &bootstrap);
     args.extend([

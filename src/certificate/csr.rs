@@ -79,6 +79,22 @@ pub fn digested_name(
     format!("node-csr-{}", base64_url_raw(ctx.finish().as_ref()))
 }
 
+/// The subject alternative names of a certificate for `dns_names` and
+/// `ips`: a name that is not ASCII is an error.
+pub fn subject_alt_names(
+    dns_names: &[String],
+    ips: &[IpAddr],
+) -> Result<Vec<rcgen::SanType>, rcgen::Error> {
+    let mut sans = Vec::with_capacity(dns_names.len() + ips.len());
+    for name in dns_names {
+        sans.push(rcgen::SanType::DnsName(rcgen::string::Ia5String::try_from(
+            name.as_str(),
+        )?));
+    }
+    sans.extend(ips.iter().map(|ip| rcgen::SanType::IpAddress(*ip)));
+    Ok(sans)
+}
+
 /// A PEM certificate request for node `node` signed by `key`, with the
 /// serving certificate's names when given.
 pub fn request_pem(
@@ -87,20 +103,14 @@ pub fn request_pem(
     dns_names: &[String],
     ips: &[IpAddr],
 ) -> Result<String, String> {
-    use rcgen::{CertificateParams, DistinguishedName, DnType, SanType};
+    use rcgen::{CertificateParams, DistinguishedName, DnType};
     let err = |e: rcgen::Error| format!("building the certificate request: {e}");
     let mut params = CertificateParams::default();
     let mut dn = DistinguishedName::new();
     dn.push(DnType::OrganizationName, NODES_GROUP);
     dn.push(DnType::CommonName, node_common_name(node));
     params.distinguished_name = dn;
-    for name in dns_names {
-        let name = rcgen::string::Ia5String::try_from(name.as_str()).map_err(err)?;
-        params.subject_alt_names.push(SanType::DnsName(name));
-    }
-    for ip in ips {
-        params.subject_alt_names.push(SanType::IpAddress(*ip));
-    }
+    params.subject_alt_names = subject_alt_names(dns_names, ips).map_err(err)?;
     let csr = params.serialize_request(key).map_err(err)?;
     Ok(pem::encode(&pem::Pem::new(
         "CERTIFICATE REQUEST",

@@ -96,9 +96,21 @@ fn setup(dir: &Path, rotate: bool) -> ClientCertificate {
     )
 }
 
+/// Runs the manager, `api` serving the bootstrap too, until `done`
+/// holds, or 2 s.
 async fn run_until(cert: &ClientCertificate, api: Arc<FakeApi>, done: impl Fn() -> bool) {
+    run_with(cert, Some(api.clone()), api, done).await
+}
+
+async fn run_with(
+    cert: &ClientCertificate,
+    bootstrap: Option<Arc<FakeApi>>,
+    api: Arc<FakeApi>,
+    done: impl Fn() -> bool,
+) {
     let cancel = CancellationToken::new();
-    let task = tokio::spawn(run(cert.clone(), Some(api.clone()), api, cancel.clone()));
+    let bootstrap = bootstrap.map(|b| b as Arc<dyn CsrApi>);
+    let task = tokio::spawn(run(cert.clone(), bootstrap, api, cancel.clone()));
     for _ in 0..200 {
         if done() {
             break;
@@ -354,16 +366,10 @@ async fn a_serving_certificate_without_the_nodes_ip_is_replaced_at_once() {
         ..Arc::into_inner(FakeApi::new("system:node:n1")).unwrap()
     });
     let current = || std::fs::read_link(cert.store.current_path()).ok();
-    let cancel = CancellationToken::new();
-    let task = tokio::spawn(run(cert.clone(), None, api.clone(), cancel.clone()));
-    for _ in 0..200 {
-        if current().is_some_and(|p| p != old_file) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    cancel.cancel();
-    let _ = task.await;
+    run_with(&cert, None, api.clone(), || {
+        current().is_some_and(|p| p != old_file)
+    })
+    .await;
     assert_ne!(current(), Some(old_file), "replaced before its deadline");
     let requests = api.requests.lock().unwrap();
     assert_eq!(
@@ -378,16 +384,11 @@ async fn an_issued_certificate_without_the_nodes_names_is_refused_and_counted() 
     let cert = serving(dir.path(), "10.0.0.2");
     // The signer drops the IP: taking it would mean asking again at once.
     let api = FakeApi::new("system:node:n1");
-    let cancel = CancellationToken::new();
-    let task = tokio::spawn(run(cert.clone(), None, api.clone(), cancel.clone()));
-    for _ in 0..200 {
-        if cert.renew_errors.load(std::sync::atomic::Ordering::Relaxed) > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    cancel.cancel();
-    let _ = task.await;
+    let errors = cert.renew_errors.clone();
+    run_with(&cert, None, api.clone(), || {
+        errors.load(std::sync::atomic::Ordering::Relaxed) > 0
+    })
+    .await;
     assert_eq!(
         cert.renew_errors.load(std::sync::atomic::Ordering::Relaxed),
         1,

@@ -15,7 +15,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::kubeapi::transport::validity;
+use crate::kubeapi::transport::{first_certificate, validity};
 
 /// The client certificate's pair name.
 pub const CLIENT_PAIR: &str = "kubelet-client";
@@ -57,10 +57,7 @@ impl FileStore {
 
     /// The current pair's first certificate, if there is one that parses.
     pub fn current_certificate(&self) -> Option<rustls::pki_types::CertificateDer<'static>> {
-        use rustls::pki_types::CertificateDer;
-        use rustls::pki_types::pem::PemObject;
-        let pem = std::fs::read(self.current_path()).ok()?;
-        CertificateDer::pem_slice_iter(&pem).next()?.ok()
+        first_certificate(&self.current_path())
     }
 
     /// The current certificate's validity, if there is a current pair that

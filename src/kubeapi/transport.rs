@@ -104,6 +104,13 @@ pub fn validity(cert: &CertificateDer<'_>) -> Result<(SystemTime, SystemTime), S
     Ok((to_system_time(v.not_before), to_system_time(v.not_after)))
 }
 
+/// The first certificate in the PEM file at `path`, if there is one that
+/// parses.
+pub fn first_certificate(path: &Path) -> Option<CertificateDer<'static>> {
+    let pem = std::fs::read(path).ok()?;
+    CertificateDer::pem_slice_iter(&pem).next()?.ok()
+}
+
 impl FileIdentity {
     /// Reads both files now: an error names the file. A certificate file
     /// that does not exist yet is no error: the TLS bootstrap is about to

@@ -99,7 +99,7 @@ pub fn generate_self_signed(
     dns_names: &[String],
     ips: &[IpAddr],
 ) -> Result<(String, String), TlsError> {
-    use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair, SanType};
+    use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair};
     let err =
         |e: rcgen::Error| TlsError::Config(format!("generating a self-signed certificate: {e}"));
     let mut params = CertificateParams::default();
@@ -110,13 +110,8 @@ pub fn generate_self_signed(
         .unwrap_or_else(|| "crilet".into());
     dn.push(DnType::CommonName, format!("{cn}@crilet"));
     params.distinguished_name = dn;
-    for name in dns_names {
-        let name = rcgen::string::Ia5String::try_from(name.as_str()).map_err(err)?;
-        params.subject_alt_names.push(SanType::DnsName(name));
-    }
-    for ip in ips {
-        params.subject_alt_names.push(SanType::IpAddress(*ip));
-    }
+    params.subject_alt_names =
+        crate::certificate::csr::subject_alt_names(dns_names, ips).map_err(err)?;
     // rcgen's default validity (1975 to 4096): like the kubelet's own
     // self-signed certificate, it is replaced by deleting the files.
     let key = KeyPair::generate().map_err(err)?;

@@ -437,11 +437,8 @@ impl Metrics {
 /// Seconds from now until the first certificate in `pair` expires,
 /// negative once it has; None while there is none.
 fn certificate_ttl(pair: &std::path::Path) -> Option<f64> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let pem = std::fs::read(pair).ok()?;
-    let first = CertificateDer::pem_slice_iter(&pem).next()?.ok()?;
-    let (_, not_after) = crate::kubeapi::transport::validity(&first).ok()?;
+    use crate::kubeapi::transport::{first_certificate, validity};
+    let (_, not_after) = validity(&first_certificate(pair)?).ok()?;
     let now = std::time::SystemTime::now();
     Some(match not_after.duration_since(now) {
         Ok(d) => d.as_secs_f64(),
