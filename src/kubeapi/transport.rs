@@ -45,6 +45,13 @@ pub fn retire_after(now: SystemTime, not_before: SystemTime, not_after: SystemTi
 /// How long a connection lives when it has no valid certificate to show.
 pub const NO_CERTIFICATE_LIFETIME: Duration = Duration::from_secs(2);
 
+/// How long a new connection waits for a pair the TLS bootstrap has yet to
+/// write, and how often it looks. The kubelet starts no API client before
+/// its bootstrap ends; crilet's static pods do not wait for it, but its
+/// API clients do, as long as a bootstrap of a busy fleet may take.
+pub const PENDING_PAIR_WAIT: Duration = Duration::from_secs(300);
+const PENDING_PAIR_POLL: Duration = Duration::from_millis(200);
+
 /// What identifies one version of a file: a rename or rewrite changes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Stamp {
@@ -199,6 +206,13 @@ impl FileIdentity {
         }
     }
 
+    /// Whether the pair is still to come: none read, and no file yet (the
+    /// TLS bootstrap has not written it).
+    pub fn pending(&self) -> bool {
+        self.refresh();
+        self.loaded.lock().unwrap().is_none()
+    }
+
     /// The current certificate's validity.
     pub fn current_validity(&self) -> Option<(SystemTime, SystemTime)> {
         let loaded = self.loaded.lock().unwrap();
@@ -243,7 +257,7 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 impl<C> tower::Service<http::Uri> for RetiringConnector<C>
 where
-    C: tower::Service<http::Uri>,
+    C: tower::Service<http::Uri> + Clone + Send + 'static,
     C::Future: Send + 'static,
     C::Response: Send + 'static,
 {
@@ -256,10 +270,21 @@ where
     }
 
     fn call(&mut self, uri: http::Uri) -> Self::Future {
-        let after = self.identity.retire_after();
-        let connecting = self.inner.call(uri);
+        // The connector made ready goes into the future; a clone stays.
+        let fresh = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, fresh);
+        let identity = self.identity.clone();
         Box::pin(async move {
-            let io = connecting.await?;
+            // While the bootstrap has not written the pair, a connection
+            // would go anonymous and be refused (403): wait for it a while,
+            // then go anyway, so that a bootstrap that never ends shows in
+            // the server's answer.
+            let waited = tokio::time::Instant::now();
+            while identity.pending() && waited.elapsed() < PENDING_PAIR_WAIT {
+                tokio::time::sleep(PENDING_PAIR_POLL).await;
+            }
+            let after = identity.retire_after();
+            let io = inner.call(uri).await?;
             Ok(RetiringIo {
                 io,
                 retire: Some(Box::pin(tokio::time::sleep(after))),
@@ -377,13 +402,16 @@ pub fn client_with_identity(
         None => builder,
     };
     let https = builder.enable_http1().wrap_connector(http);
-    let mut connector = hyper_timeout::TimeoutConnector::new(RetiringConnector {
-        inner: https,
+    let mut timed = hyper_timeout::TimeoutConnector::new(https);
+    timed.set_connect_timeout(config.connect_timeout);
+    timed.set_read_timeout(config.read_timeout);
+    timed.set_write_timeout(config.write_timeout);
+    // Outside the connect timeout: the wait for a pending pair is no
+    // connection attempt.
+    let connector = RetiringConnector {
+        inner: timed,
         identity,
-    });
-    connector.set_connect_timeout(config.connect_timeout);
-    connector.set_read_timeout(config.read_timeout);
-    connector.set_write_timeout(config.write_timeout);
+    };
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build::<_, kube::client::Body>(connector);
     let auth = config.auth_layer().map_err(|e| e.to_string())?;
@@ -500,72 +528,5 @@ where
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_connection_retires_a_tenth_of_the_lifetime_before_expiry_at_most_a_minute() {
-        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-        let s = Duration::from_secs;
-        // 8 minutes (a 3-minute certificate backdated 5): 48 s margin.
-        assert_eq!(retire_after(t0 + s(60), t0, t0 + s(480)), s(480 - 60 - 48));
-        // A year: the margin is a minute.
-        let year = s(365 * 86400);
-        assert_eq!(retire_after(t0, t0, t0 + year), year - s(60));
-        // Past the mark, or expired: at once.
-        assert_eq!(retire_after(t0 + s(470), t0, t0 + s(480)), Duration::ZERO);
-        assert_eq!(retire_after(t0 + s(999), t0, t0 + s(480)), Duration::ZERO);
-        // notAfter before notBefore: no margin, no panic.
-        assert_eq!(retire_after(t0, t0 + s(10), t0), Duration::ZERO);
-    }
-
-    #[test]
-    fn without_a_file_there_is_no_certificate_and_connections_are_short() {
-        let dir = tempfile::tempdir().unwrap();
-        let missing = dir.path().join("kubelet-client-current.pem");
-        let identity = FileIdentity::load(&missing, &missing).unwrap();
-        assert!(!identity.has_certs());
-        assert!(identity.resolve(&[], &[]).is_none());
-        assert_eq!(identity.retire_after(), NO_CERTIFICATE_LIFETIME);
-        // A file that is there but is no certificate is an error naming it.
-        std::fs::write(&missing, "junk").unwrap();
-        let e = FileIdentity::load(&missing, &missing).unwrap_err();
-        assert!(e.contains("kubelet-client-current.pem"), "{e}");
-    }
-
-    #[test]
-    fn a_changed_file_is_read_again_and_a_broken_one_keeps_the_last() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("pair.pem");
-        let write = |cn: &str| {
-            let key = rcgen::KeyPair::generate().unwrap();
-            let mut params = rcgen::CertificateParams::new(vec![]).unwrap();
-            params
-                .distinguished_name
-                .push(rcgen::DnType::CommonName, cn);
-            let cert = params.self_signed(&key).unwrap();
-            let text = format!(
-                "{}{}",
-                pem::encode(&pem::Pem::new("CERTIFICATE", cert.der().to_vec())),
-                pem::encode(&pem::Pem::new("PRIVATE KEY", key.serialize_der()))
-            );
-            // A new file renamed in place, as the store switches pairs.
-            let tmp = dir.path().join("tmp.pem");
-            std::fs::write(&tmp, text).unwrap();
-            std::fs::rename(&tmp, &path).unwrap();
-        };
-        write("a");
-        let identity = FileIdentity::load(&path, &path).unwrap();
-        let first = identity.resolve(&[], &[]).unwrap();
-        assert!(
-            Arc::ptr_eq(&first, &identity.resolve(&[], &[]).unwrap()),
-            "unchanged: not read again"
-        );
-        write("b");
-        let second = identity.resolve(&[], &[]).unwrap();
-        assert_ne!(first.cert[0], second.cert[0]);
-        std::fs::write(&path, "broken").unwrap();
-        let third = identity.resolve(&[], &[]).unwrap();
-        assert_eq!(third.cert[0], second.cert[0], "the last good one stays");
-    }
-}
+#[path = "transport_tests.rs"]
+mod tests;
