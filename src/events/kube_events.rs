@@ -20,9 +20,14 @@
 //!   that errors, refuses (403) or hangs never blocks or slows a pod worker,
 //!   and changes nothing but the events. The first failure of each kind (an
 //!   HTTP status code, a transport error, a timeout, a full queue) is logged
-//!   once at warn; the rest at debug. Nothing is retried: client-go retries
-//!   a failed write up to 12 times, but an event is worth less than the
-//!   calls the node's own work needs.
+//!   once at warn; the rest at debug. Only a 429 (Too Many Requests: the
+//!   server's priority and fairness asks the client to come back) is sent
+//!   again, every [`TOO_MANY_REQUESTS_WAIT`] up to [`TOO_MANY_REQUESTS_TRIES`]
+//!   times, as client-go's REST client does for every request. Other
+//!   failures are not retried: client-go's recorder retries a failed write
+//!   up to 12 times, but an event is worth less than the calls the node's
+//!   own work needs. (Found with 500 hollow nodes: their start burst had
+//!   one event in ten refused with 429.)
 //! - **A series whose Event is gone.** When the PATCH of a repeat answers
 //!   404 (the Event was deleted, or the server's event TTL expired it),
 //!   client-go creates the event anew; kube-runtime would keep patching the
@@ -59,6 +64,11 @@ use crate::kubeapi::client::KubeMirrorClient;
 
 /// Events waiting to be sent, at most (client-go's `maxQueuedEvents`).
 pub const QUEUE: usize = 1000;
+/// A 429-refused event is sent again after this, at most this many times
+/// in all (client-go: the server's Retry-After, 1 s from priority and
+/// fairness, up to 10 tries).
+pub const TOO_MANY_REQUESTS_WAIT: Duration = Duration::from_secs(1);
+pub const TOO_MANY_REQUESTS_TRIES: u32 = 10;
 /// One event's send, at most; then it counts as failed.
 pub const PUBLISH_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest note events.k8s.io/v1 accepts, in bytes.
@@ -197,9 +207,21 @@ async fn drain(
             tracing::debug!(object = %object.name, reason = event.reason, "event dropped by the spam filter");
             continue;
         }
-        let sent = tokio::select! {
-            _ = cancel.cancelled() => return,
-            sent = tokio::time::timeout(PUBLISH_TIMEOUT, sink.publish(&object, &event)) => sent,
+        let mut tries = 0;
+        let sent = loop {
+            tries += 1;
+            let sent = tokio::select! {
+                _ = cancel.cancelled() => return,
+                sent = tokio::time::timeout(PUBLISH_TIMEOUT, sink.publish(&object, &event)) => sent,
+            };
+            let throttled = matches!(&sent, Ok(Err(e)) if e.kind == FailureKind::Refused(429));
+            if !throttled || tries >= TOO_MANY_REQUESTS_TRIES {
+                break sent;
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(TOO_MANY_REQUESTS_WAIT) => {}
+            }
         };
         let error = match sent {
             Ok(Ok(())) => {

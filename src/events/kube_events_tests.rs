@@ -125,6 +125,37 @@ async fn each_kind_of_failure_is_logged_once_at_warn() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_429_is_sent_again_each_second_and_only_a_429() {
+    let mut script: Vec<_> = (0..3).map(|_| refused(429)).collect();
+    script.push(Ok(()));
+    script.extend((0..TOO_MANY_REQUESTS_TRIES).map(|_| refused(429)));
+    script.push(refused(403));
+    let (sink, mut seen) = sink(script, None);
+    let recorder = KubeEventRecorder::with_sink(sink, 10, CancellationToken::new());
+    let began = tokio::time::Instant::now();
+    recorder.event(&pod("a"), kubelet_events::started("c"));
+    for _ in 0..4 {
+        assert_eq!(seen.recv().await.unwrap().0.name, "a");
+    }
+    assert_eq!(began.elapsed(), TOO_MANY_REQUESTS_WAIT * 3);
+    settle().await;
+    assert_eq!(recorder.stats().sent.load(Ordering::Relaxed), 1);
+    // Refused every time: given up after the last try, and counted.
+    recorder.event(&pod("b"), kubelet_events::started("c"));
+    for _ in 0..TOO_MANY_REQUESTS_TRIES {
+        assert_eq!(seen.recv().await.unwrap().0.name, "b");
+    }
+    // A 403 is not tried again: the next event is the next one sent.
+    recorder.event(&pod("c"), kubelet_events::started("c"));
+    recorder.event(&pod("d"), kubelet_events::started("c"));
+    assert_eq!(seen.recv().await.unwrap().0.name, "c");
+    assert_eq!(seen.recv().await.unwrap().0.name, "d");
+    settle().await;
+    assert_eq!(recorder.stats().failed.load(Ordering::Relaxed), 2);
+    assert_eq!(recorder.stats().sent.load(Ordering::Relaxed), 2);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_send_with_no_answer_times_out_and_the_next_goes_on() {
     let (logs, _guard) = Logs::capture("warn");
     let hold = Arc::new(Notify::new());
