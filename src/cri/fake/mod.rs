@@ -3,7 +3,10 @@
 //! It keeps sandboxes, containers and images the way CRI describes them,
 //! records every call in order, can be told to fail a given operation, and
 //! streams container events as containerd 2 does (`events`).
-//! Invariant: it never touches the host; time is a counter the test sets.
+//! Invariant: it never touches the host; time is a counter the test sets,
+//! unless the fake is paced (`pacing`, for hollow nodes): then time is the
+//! wall clock, each call takes about as long as containerd's, calls are not
+//! recorded and running containers' stats move.
 //! The state and the test controls live here, the CRI calls in `runtime`.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -14,7 +17,10 @@ use super::*;
 use events::FakeEvents;
 
 mod events;
+mod pacing;
 mod runtime;
+
+pub use pacing::Pacing;
 
 /// One recorded call: the operation name (as in CRI) and its main argument.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +48,8 @@ struct State {
     exec_timeouts: Vec<Duration>,
     stop_timeouts: Vec<(String, Duration)>,
     events: FakeEvents,
+    /// Paced (a hollow node's runtime): wall clock, no call log, moving stats.
+    paced: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -73,11 +81,28 @@ pub(crate) fn sandbox(name: &str) -> PodSandboxConfig {
 #[derive(Debug, Default)]
 pub struct FakeRuntime {
     state: Mutex<State>,
+    pacing: Option<Pacing>,
 }
 
 impl FakeRuntime {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A fake for a hollow node: paced as `pacing` says, serving container
+    /// events as containerd 2 does.
+    pub fn paced(pacing: Pacing) -> Self {
+        let fake = FakeRuntime {
+            pacing: Some(pacing),
+            ..Self::default()
+        };
+        {
+            let mut s = fake.state.lock().unwrap();
+            s.paced = true;
+            s.now = wall_clock_nanos();
+        }
+        fake.serve_container_events();
+        fake
     }
 
     /// Runs a sandbox for pod `name` (namespace default, UID `uid`) with one
@@ -219,17 +244,30 @@ impl FakeRuntime {
             .collect()
     }
 
-    fn enter(&self, op: &'static str, arg: &str) -> Result<std::sync::MutexGuard<'_, State>> {
+    async fn enter(&self, op: &'static str, arg: &str) -> Result<std::sync::MutexGuard<'_, State>> {
+        if let Some(pacing) = &self.pacing {
+            tokio::time::sleep(pacing.latency(op)).await;
+        }
         let mut s = self.state.lock().unwrap();
-        s.calls.push(Call {
-            op,
-            arg: arg.to_string(),
-        });
+        if s.paced {
+            s.now = wall_clock_nanos();
+        } else {
+            s.calls.push(Call {
+                op,
+                arg: arg.to_string(),
+            });
+        }
         if let Some(status) = s.failures.get_mut(op).and_then(|q| q.pop_front()) {
             return Err(rpc_error(op, status));
         }
         Ok(s)
     }
+}
+
+fn wall_clock_nanos() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
 }
 
 fn rpc_error(op: &'static str, status: tonic::Status) -> RuntimeError {
@@ -270,6 +308,14 @@ impl State {
     }
 
     fn container_stats(&self, id: &str, c: &FakeContainer) -> ContainerStats {
+        let (cpu, memory) = match self.paced {
+            true => {
+                let seed = pacing::seed(id);
+                let cpu = pacing::cpu_usage_nanos(seed, c.started_at, self.now);
+                (cpu, pacing::working_set_bytes(seed, self.now))
+            }
+            false => (0, 0),
+        };
         ContainerStats {
             id: id.to_string(),
             metadata: c.config.metadata.clone(),
@@ -277,12 +323,12 @@ impl State {
             annotations: c.config.annotations.clone(),
             cpu: Some(CpuUsage {
                 timestamp: self.now,
-                usage_core_nano_seconds: Some(0),
+                usage_core_nano_seconds: Some(cpu),
                 usage_nano_cores: None,
             }),
             memory: Some(MemoryUsage {
                 timestamp: self.now,
-                working_set_bytes: Some(0),
+                working_set_bytes: Some(memory),
                 ..Default::default()
             }),
             writable_layer: None,

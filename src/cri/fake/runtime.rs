@@ -9,7 +9,7 @@ use super::*;
 #[async_trait::async_trait]
 impl Runtime for FakeRuntime {
     async fn version(&self) -> Result<VersionInfo> {
-        drop(self.enter("Version", "")?);
+        drop(self.enter("Version", "").await?);
         Ok(VersionInfo {
             runtime_name: "fake".into(),
             runtime_version: "0.0.0".into(),
@@ -18,7 +18,7 @@ impl Runtime for FakeRuntime {
     }
 
     async fn status(&self) -> Result<RuntimeStatus> {
-        drop(self.enter("Status", "")?);
+        drop(self.enter("Status", "").await?);
         let cond = |kind: &str| RuntimeCondition {
             kind: kind.into(),
             status: true,
@@ -32,18 +32,22 @@ impl Runtime for FakeRuntime {
     }
 
     async fn runtime_config(&self) -> Result<Option<CgroupDriver>> {
-        let s = self.enter("RuntimeConfig", "")?;
+        let s = self.enter("RuntimeConfig", "").await?;
         Ok(s.runtime_config.unwrap_or(Some(CgroupDriver::Cgroupfs)))
     }
 
     async fn sandbox_image(&self) -> Result<Option<String>> {
-        let s = self.enter("Status", "verbose")?;
+        let s = self.enter("Status", "verbose").await?;
         Ok(s.sandbox_image.clone())
     }
 
     async fn get_container_events(&self) -> Result<ContainerEventStream> {
         use futures::StreamExt;
-        let mut stream = self.enter("GetContainerEvents", "")?.events.subscribe()?;
+        let mut stream = self
+            .enter("GetContainerEvents", "")
+            .await?
+            .events
+            .subscribe()?;
         // As containerd and CRI-O: no answer before the first event, and an
         // error before it is the call's.
         match stream.next().await {
@@ -54,7 +58,7 @@ impl Runtime for FakeRuntime {
     }
 
     async fn run_pod_sandbox(&self, config: &PodSandboxConfig) -> Result<String> {
-        let mut s = self.enter("RunPodSandbox", &config.metadata.name)?;
+        let mut s = self.enter("RunPodSandbox", &config.metadata.name).await?;
         let taken = s
             .sandboxes
             .values()
@@ -74,7 +78,7 @@ impl Runtime for FakeRuntime {
     }
 
     async fn stop_pod_sandbox(&self, id: &str) -> Result<()> {
-        let mut s = self.enter("StopPodSandbox", id)?;
+        let mut s = self.enter("StopPodSandbox", id).await?;
         let now = s.now;
         let Some(sb) = s.sandboxes.get_mut(id) else {
             return Err(not_found("StopPodSandbox", id));
@@ -97,7 +101,7 @@ impl Runtime for FakeRuntime {
     }
 
     async fn remove_pod_sandbox(&self, id: &str) -> Result<()> {
-        let mut s = self.enter("RemovePodSandbox", id)?;
+        let mut s = self.enter("RemovePodSandbox", id).await?;
         // Reported before they go: an event names a known sandbox.
         let gone: Vec<String> = (s.containers.iter())
             .filter(|(_, c)| c.sandbox_id == id)
@@ -113,7 +117,7 @@ impl Runtime for FakeRuntime {
     }
 
     async fn pod_sandbox_status(&self, id: &str) -> Result<PodSandboxStatus> {
-        let s = self.enter("PodSandboxStatus", id)?;
+        let s = self.enter("PodSandboxStatus", id).await?;
         let (config, state, created_at) = s
             .sandboxes
             .get(id)
@@ -144,7 +148,9 @@ impl Runtime for FakeRuntime {
     }
 
     async fn list_pod_sandbox(&self, filter: &PodSandboxFilter) -> Result<Vec<PodSandbox>> {
-        let s = self.enter("ListPodSandbox", &selector_arg(&filter.label_selector))?;
+        let s = self
+            .enter("ListPodSandbox", &selector_arg(&filter.label_selector))
+            .await?;
         Ok(s.sandboxes
             .iter()
             .filter(|(id, (c, st, _))| {
@@ -170,7 +176,7 @@ impl Runtime for FakeRuntime {
         config: &ContainerConfig,
         _sandbox: &PodSandboxConfig,
     ) -> Result<String> {
-        let mut s = self.enter("CreateContainer", &config.metadata.name)?;
+        let mut s = self.enter("CreateContainer", &config.metadata.name).await?;
         if !s.sandboxes.contains_key(pod_sandbox_id) {
             return Err(not_found("CreateContainer", pod_sandbox_id));
         }
@@ -196,7 +202,7 @@ impl Runtime for FakeRuntime {
     }
 
     async fn start_container(&self, id: &str) -> Result<()> {
-        let mut s = self.enter("StartContainer", id)?;
+        let mut s = self.enter("StartContainer", id).await?;
         let now = s.now;
         let c = s
             .containers
@@ -209,7 +215,7 @@ impl Runtime for FakeRuntime {
     }
 
     async fn stop_container(&self, id: &str, timeout: Duration) -> Result<()> {
-        let mut s = self.enter("StopContainer", id)?;
+        let mut s = self.enter("StopContainer", id).await?;
         s.stop_timeouts.push((id.to_string(), timeout));
         let now = s.now;
         let c = s
@@ -226,14 +232,16 @@ impl Runtime for FakeRuntime {
     }
 
     async fn remove_container(&self, id: &str) -> Result<()> {
-        let mut s = self.enter("RemoveContainer", id)?;
+        let mut s = self.enter("RemoveContainer", id).await?;
         s.container_event(id, ContainerEventType::Deleted);
         s.containers.remove(id);
         Ok(())
     }
 
     async fn list_containers(&self, filter: &ContainerFilter) -> Result<Vec<Container>> {
-        let s = self.enter("ListContainers", &selector_arg(&filter.label_selector))?;
+        let s = self
+            .enter("ListContainers", &selector_arg(&filter.label_selector))
+            .await?;
         Ok(s.containers
             .iter()
             .filter(|(id, c)| {
@@ -263,7 +271,7 @@ impl Runtime for FakeRuntime {
     }
 
     async fn container_status(&self, id: &str) -> Result<ContainerStatus> {
-        let s = self.enter("ContainerStatus", id)?;
+        let s = self.enter("ContainerStatus", id).await?;
         let c = s
             .containers
             .get(id)
@@ -298,7 +306,7 @@ impl Runtime for FakeRuntime {
         cmd: &[String],
         timeout: Duration,
     ) -> Result<ExecSyncResult> {
-        let mut s = self.enter("ExecSync", id)?;
+        let mut s = self.enter("ExecSync", id).await?;
         s.exec_timeouts.push(timeout);
         match s.containers.get(id) {
             Some(c) if c.state == ContainerState::Running => Ok(s
@@ -320,7 +328,7 @@ impl Runtime for FakeRuntime {
     /// Answers a `fake://` URL naming the container; the fake serves no
     /// stream.
     async fn exec(&self, req: &ExecRequest) -> Result<String> {
-        let s = self.enter("Exec", &req.container_id)?;
+        let s = self.enter("Exec", &req.container_id).await?;
         match s.containers.get(&req.container_id) {
             Some(c) if c.state == ContainerState::Running => {
                 Ok(format!("fake://exec/{}", req.container_id))
@@ -334,7 +342,7 @@ impl Runtime for FakeRuntime {
     }
 
     async fn attach(&self, req: &AttachRequest) -> Result<String> {
-        let s = self.enter("Attach", &req.container_id)?;
+        let s = self.enter("Attach", &req.container_id).await?;
         match s.containers.get(&req.container_id) {
             Some(c) if c.state == ContainerState::Running => {
                 Ok(format!("fake://attach/{}", req.container_id))
@@ -348,7 +356,7 @@ impl Runtime for FakeRuntime {
     }
 
     async fn port_forward(&self, pod_sandbox_id: &str, _ports: &[i32]) -> Result<String> {
-        let s = self.enter("PortForward", pod_sandbox_id)?;
+        let s = self.enter("PortForward", pod_sandbox_id).await?;
         if s.sandboxes.contains_key(pod_sandbox_id) {
             Ok(format!("fake://portforward/{pod_sandbox_id}"))
         } else {
@@ -357,7 +365,7 @@ impl Runtime for FakeRuntime {
     }
 
     async fn reopen_container_log(&self, id: &str) -> Result<()> {
-        let s = self.enter("ReopenContainerLog", id)?;
+        let s = self.enter("ReopenContainerLog", id).await?;
         match s.containers.get(id) {
             Some(c) if c.state == ContainerState::Running => Ok(()),
             Some(_) => Err(rpc_error(
@@ -369,7 +377,7 @@ impl Runtime for FakeRuntime {
     }
 
     async fn container_stats(&self, id: &str) -> Result<ContainerStats> {
-        let s = self.enter("ContainerStats", id)?;
+        let s = self.enter("ContainerStats", id).await?;
         let c = s
             .containers
             .get(id)
@@ -381,7 +389,7 @@ impl Runtime for FakeRuntime {
         &self,
         filter: &ContainerStatsFilter,
     ) -> Result<Vec<ContainerStats>> {
-        let s = self.enter("ListContainerStats", "")?;
+        let s = self.enter("ListContainerStats", "").await?;
         Ok(s.containers
             .iter()
             .filter(|(id, c)| {
@@ -398,7 +406,7 @@ impl Runtime for FakeRuntime {
     }
 
     async fn pod_sandbox_stats(&self, id: &str) -> Result<PodSandboxStats> {
-        let s = self.enter("PodSandboxStats", id)?;
+        let s = self.enter("PodSandboxStats", id).await?;
         let (config, _, _) = s
             .sandboxes
             .get(id)
@@ -410,7 +418,7 @@ impl Runtime for FakeRuntime {
         &self,
         filter: &PodSandboxStatsFilter,
     ) -> Result<Vec<PodSandboxStats>> {
-        let s = self.enter("ListPodSandboxStats", "")?;
+        let s = self.enter("ListPodSandboxStats", "").await?;
         Ok(s.sandboxes
             .iter()
             .filter(|(id, (c, st, _))| {
@@ -423,12 +431,12 @@ impl Runtime for FakeRuntime {
     }
 
     async fn list_images(&self) -> Result<Vec<Image>> {
-        let s = self.enter("ListImages", "")?;
+        let s = self.enter("ListImages", "").await?;
         Ok(s.images.values().cloned().collect())
     }
 
     async fn image_status(&self, image: &str) -> Result<Option<Image>> {
-        let s = self.enter("ImageStatus", image)?;
+        let s = self.enter("ImageStatus", image).await?;
         Ok(s.resolve_image(image).cloned())
     }
 
@@ -438,12 +446,12 @@ impl Runtime for FakeRuntime {
         _auth: Option<&AuthConfig>,
         _sandbox: Option<&PodSandboxConfig>,
     ) -> Result<String> {
-        drop(self.enter("PullImage", image)?);
+        drop(self.enter("PullImage", image).await?);
         Ok(self.add_image(image, 1 << 20))
     }
 
     async fn remove_image(&self, image: &str) -> Result<()> {
-        let mut s = self.enter("RemoveImage", image)?;
+        let mut s = self.enter("RemoveImage", image).await?;
         if let Some(id) = s.resolve_image(image).map(|i| i.id.clone()) {
             s.images.remove(&id);
         }
@@ -451,7 +459,7 @@ impl Runtime for FakeRuntime {
     }
 
     async fn image_fs_info(&self) -> Result<ImageFsInfo> {
-        let s = self.enter("ImageFsInfo", "")?;
+        let s = self.enter("ImageFsInfo", "").await?;
         let used = s.images.values().map(|i| i.size).sum();
         Ok(ImageFsInfo {
             image_filesystems: vec![FilesystemUsage {

@@ -193,3 +193,42 @@ async fn container_events_follow_every_change_once_served() {
     assert!(events.next().await.is_none());
     assert_eq!(rt.container_event_subscribers(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_paced_fake_takes_containerds_time_records_nothing_and_its_stats_move() {
+    let fake = FakeRuntime::paced(Pacing::containerd());
+    let began = tokio::time::Instant::now();
+    let sid = fake.run_pod_sandbox(&sandbox("web")).await.unwrap();
+    assert_eq!(
+        began.elapsed(),
+        Pacing::containerd().latency("RunPodSandbox")
+    );
+    fake.add_image("busybox:latest", 1);
+    let cfg = ContainerConfig {
+        metadata: ContainerMetadata {
+            name: "main".into(),
+            attempt: 0,
+        },
+        image: "busybox:latest".into(),
+        ..Default::default()
+    };
+    let cid = fake
+        .create_container(&sid, &cfg, &sandbox("web"))
+        .await
+        .unwrap();
+    fake.start_container(&cid).await.unwrap();
+    assert!(
+        fake.calls().is_empty(),
+        "a hollow node's fake keeps no call log"
+    );
+    // Wall-clock times, not the test counter's zero.
+    let status = fake.container_status(&cid).await.unwrap();
+    assert!(
+        status.started_at > 1_600_000_000_000_000_000,
+        "{}",
+        status.started_at
+    );
+    let stats = fake.container_stats(&cid).await.unwrap();
+    let memory = stats.memory.unwrap().working_set_bytes.unwrap();
+    assert!((8 << 20..=12 << 20).contains(&memory), "{memory}");
+}
