@@ -14,7 +14,10 @@
 # other controller touches what the tests hold. Its certificates live
 # CRILET_KUBE_TEST_CERT_DURATION (default 3m; the signer backdates them 5
 # minutes, so a node rotates 0.6-2.2 min after each issue). Its pid file
-# and log are STATE/kube-controller-manager.{pid,log}.
+# and log are STATE/kube-controller-manager.{pid,log}. The fleet benchmark
+# (scripts/fleet.sh) adds the node lifecycle controller and kubeadm's leader
+# election: CRILET_KUBE_TEST_CONTROLLERS, CRILET_KUBE_TEST_LEADER_ELECT.
+# `up` again restarts whichever of them is not running, data kept.
 #
 # It wraps the team lab's apiserver-up.sh/apiserver-down.sh (lab/README.md,
 # "A real Kubernetes API server"). The lab creates node credentials only for
@@ -52,11 +55,11 @@ start_controller_manager() {
   kcm=$(bash "$LAB/bin.sh" kube-controller-manager) || die "no kube-controller-manager in ../shared/bin"
   # Arguments are NUL-separated in /proc/PID/cmdline: kcm_running greps one.
   setsid "$kcm" --kubeconfig="$1" \
-    --controllers=csrsigning,csrapproving,csrcleaner \
+    --controllers="${CRILET_KUBE_TEST_CONTROLLERS:-csrsigning,csrapproving,csrcleaner}" \
     --cluster-signing-cert-file="$STATE/pki/ca.crt" \
     --cluster-signing-key-file="$STATE/pki/ca.key" \
     --cluster-signing-duration="${CRILET_KUBE_TEST_CERT_DURATION:-3m}" \
-    --secure-port=0 --leader-elect=false \
+    --secure-port=0 --leader-elect="${CRILET_KUBE_TEST_LEADER_ELECT:-false}" \
     </dev/null >>"$STATE/kube-controller-manager.log" 2>&1 &
   echo $! >"$KCM_PID"
   sleep 0.5

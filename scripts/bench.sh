@@ -60,6 +60,12 @@
 #                 and CRI-O 1.32 in turn: 100 probed pods with churn, one
 #                 release crilet never killed, CRILET_BENCH_SOAK_MINUTES (30)
 #                 each; its growth of RSS, descriptors and tasks.
+#   fleet         scripts/fleet.sh: `crilet hollow` with CRILET_BENCH_FLEET
+#                 ("500 10": nodes and pods per node) on a kube-apiserver,
+#                 etcd and kube-controller-manager of its own (ports 26447
+#                 and 22391): time to all Ready and Running, steady API
+#                 requests per node, the API server's CPU and p99, memory
+#                 per node, and the API server killed and back after 60 s.
 #   parity        the differential harness (parity/) on containerd 1.6,
 #                 containerd 2.1 and CRI-O 1.32, each on its own instance,
 #                 against that API server; one summary line per runtime.
@@ -271,6 +277,15 @@ if want soak_long; then
       >"$OUT/soak_long-$kind" 2>&1 || rc=$?
     echo "== soak_long [$kind]: $(grep -E '^soak-long:' "$OUT/soak_long-$kind" || echo "did not finish (status $rc), see $OUT/soak_long-$kind")"
   done
+fi
+# The fleet benchmark (scripts/fleet.sh): hollow nodes on their own API server.
+if want fleet; then
+  rc=0
+  # shellcheck disable=SC2086 # "NODES PODS"
+  FLEET_CRILET="$CRILET_BIN" bash "$ROOT/scripts/fleet.sh" ${CRILET_BENCH_FLEET:-500 10} \
+    >"$OUT/fleet" 2>&1 || rc=$?
+  grep -E '^fleet:' "$OUT/fleet" | sed 's/^/== /' || true
+  [ "$rc" = 0 ] || echo "== fleet: did not finish (status $rc), see $OUT/fleet"
 fi
 pick() { # FILE PATTERN -> the first matching line, squeezed
   grep -m1 -- "$2" "$1" 2>/dev/null | tr -s ' ' | sed 's/^ //' || true

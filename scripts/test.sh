@@ -21,7 +21,9 @@
 #   3. then the differential harness (parity/, scripts/parity-env.sh): the
 #      corpus under the real kubelet v1.32.13 and under crilet, compared,
 #      on containerd 1.6 and CRI-O 1.32 side by side (CRILET_PARITY_RUNTIMES);
-#   4. every instance and API server stopped and everything they left
+#   4. the short fleet run (scripts/fleet.sh 50 5, goals checked): 50
+#      hollow nodes on an API server and controller manager of their own;
+#   5. every instance and API server stopped and everything they left
 #      removed, pass or fail.
 # Each cargo test pass ends with its five slowest tests and their times.
 # Environment: CRILET_TEST_DIR (default /tmp/crilet-test), CRILET_TEST_RUNTIMES
@@ -69,7 +71,7 @@ timed_test() { # PASS CARGO-TEST-ARGS... (ending in libtest's arguments after --
 
 say "unit tests"
 timed_test units --lib --bins --
-say "the scripts' own unit tests (python3 -m unittest: the soak's invariants, the api_requests bench's counting, the slowest-tests report)"
+say "the scripts' own unit tests (python3 -m unittest: the soak's invariants, the api_requests and fleet benches' counting, the slowest-tests report)"
 python3 -B -m unittest discover -s "$ROOT/scripts" -p '*_test.py'
 # The integration tests that are not #[ignore]d need no runtime and no API
 # server (bad endpoints, the API server double's own tests, manifest
@@ -302,4 +304,17 @@ for i in "${!JOBS[@]}"; do
 done
 JOBS=()
 [ ${#failed[@]} = 0 ] || die "failed: ${failed[*]} (their output is above and in $TIMES)"
+
+# The short fleet run: 50 hollow nodes x 5 pods (`crilet hollow`, the
+# release binary) on a kube-apiserver, etcd and controller manager of its
+# own, through start, a steady window, and the API server killed and back
+# after 60 s; each goal checked (scripts/fleet.sh). Alone, last: its
+# figures are the API server's, which nothing else should load.
+say "short fleet run: 50 hollow nodes x 5 pods (scripts/fleet.sh, goals checked)"
+FLEET_CHECK=1 FLEET_WARMUP=60 FLEET_WINDOW=120 FLEET_OUTAGE=60 FLEET_SETTLE=60 \
+  bash "$ROOT/scripts/fleet.sh" 50 5 >"$TIMES/fleet.log" 2>&1 || {
+  cat "$TIMES/fleet.log" >&2
+  die "the short fleet run failed (its output: $TIMES/fleet.log; its logs: /tmp/crilet-fleet.logs)"
+}
+grep '^fleet:' "$TIMES/fleet.log" >&2
 say "all passed"

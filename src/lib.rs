@@ -3,6 +3,7 @@
 //! unused images and serves pod stats.
 
 pub mod agent;
+pub mod app;
 pub mod certificate;
 pub mod cli;
 pub mod cm;
@@ -14,6 +15,7 @@ pub mod events;
 pub mod fuzzing;
 pub mod images;
 pub mod kubeapi;
+pub mod kubemark;
 pub mod kuberuntime;
 pub mod lifecycle;
 pub mod logs;

@@ -56,6 +56,12 @@ fn init_logging(format: LogFormat, default_level: &str) {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(args) => run_agent(*args).await,
+        Command::Hollow(args) => {
+            let cancel = tokio_util::sync::CancellationToken::new();
+            let systemd = crilet::agent::sd_notify::Notifier::from_env();
+            spawn_signal_handler(cancel.clone(), systemd);
+            crilet::kubemark::run(*args, cancel).await
+        }
         Command::RuntimeInfo {
             container_runtime_endpoint,
             runtime_request_timeout,
@@ -122,7 +128,6 @@ async fn exec_command(a: debug::ExecArgs) -> anyhow::Result<ExitCode> {
 /// `crilet run`: start the agent and run until SIGTERM or SIGINT; pods are
 /// left running, as the kubelet leaves them.
 async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
-    use crilet::agent::Agent;
     use crilet::cm::cgroup::CGROUP_ROOT;
     use crilet::cm::cgroup_driver;
     use crilet::cri::Runtime;
@@ -305,61 +310,22 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         Some(rotation) => drop(tokio::spawn(rotation.run(cancel.clone()))),
         None => tracing::info!("container log rotation off (negative --container-log-max-size)"),
     }
-    // The kube client comes before the agent, so that the agent's pod
-    // workers and probers can record Events over it; `events` is also the
-    // handle for the Node's events.
-    use crilet::kubeapi::client::{KubeMirrorClient, MirrorClient};
-    let node_name = node.node_name.clone();
-    let client = KubeMirrorClient::connect(settings.kubeconfig.as_deref(), &node_name).await?;
-    let events = crilet::events::kube_events::KubeEventRecorder::for_client(
-        client.as_ref(),
-        &node_name,
-        cancel.clone(),
-    );
-    // The Services, for the containers' service variables: one watch,
-    // started before the first pod so that its list is likely in first.
-    use crilet::kubeapi::service_watch::ServiceLister;
-    let services = match &client {
-        Some(client) => {
-            let client = Arc::new(client.clone()) as Arc<dyn MirrorClient>;
-            ServiceLister::start(client, cancel.clone())
-        }
-        None => ServiceLister::standalone(),
-    };
-    let runtime_classes = match &client {
-        Some(client) => {
-            crilet::kubeapi::runtime_class::RuntimeClassLookup::new(Arc::new(client.clone()))
-        }
-        None => crilet::kubeapi::runtime_class::RuntimeClassLookup::standalone(),
-    };
-    let agent = Agent {
+    let deps = crilet::app::KubeletDeps {
         runtime: runtime.clone(),
-        statuses,
-        runtime_name: version.runtime_name.clone(),
+        version: version.clone(),
+        runtime_handlers,
         node,
-        pod_manifest_path: settings.pod_manifest_path.clone(),
-        file_check_frequency: settings.file_check_frequency,
-        manifest_trust: settings.manifest_trust,
-        cgroup_fs: std::path::PathBuf::from(CGROUP_ROOT),
+        capacity,
+        allocatable,
+        statuses,
         manifest_url,
         probe_recorder: Some(probe_recorder),
-        container_events: crilet::pleg::container_events::choose(
-            settings.evented_pleg,
-            &version.runtime_name,
-            &version.runtime_version,
-        ),
         event_counters,
-        events: events.clone(),
-        services,
-        runtime_classes,
+        observation: observation_rx,
+        cgroup_fs: std::path::PathBuf::from(CGROUP_ROOT),
     };
     let runtime_version = format!("{}://{}", version.runtime_name, version.runtime_version);
-    let node_runtime_version = crilet::nodestatus::node::container_runtime_version(
-        &version.runtime_name,
-        &version.runtime_version,
-    );
-    let node_ip = agent.node.host_ip.clone();
-    let (handles, join) = agent.start(cancel.clone());
+    let (handles, join) = crilet::app::start_kubelet(&settings, deps, cancel.clone()).await?;
     // Listeners bound, runtime answering, sync loop started: ready.
     systemd.ready(&format!("running on {runtime_version}"));
     // Forward the sync loop's view to the API servers.
@@ -373,35 +339,6 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
             }
         }
     });
-    match client {
-        Some(client) => {
-            let manager = crilet::mirror::manager::MirrorManager {
-                client: Arc::new(client) as Arc<dyn MirrorClient>,
-                node: settings.node_facts(
-                    node_ip,
-                    node_runtime_version,
-                    capacity,
-                    allocatable,
-                    runtime_handlers,
-                ),
-                node_name,
-                status_policy: settings.node_status.policy(),
-                node_inputs: crilet::nodestatus::node_sync::NodeInputs {
-                    observation: observation_rx,
-                    runtime: Some(runtime.clone()),
-                },
-                view: handles.view.clone(),
-                statuses: handles.statuses.clone(),
-                status_changed: handles.status_changed.clone(),
-                mirrors_tx: handles.mirrors.clone(),
-                events: events.clone(),
-            };
-            tokio::spawn(manager.run(cancel.clone()));
-        }
-        None => {
-            tracing::info!("no --kubeconfig: running standalone, without a Node or mirror pods")
-        }
-    }
     join.await.context("the sync loop stopped unexpectedly")?;
     // Let the servers finish (and remove the socket) after the loop stops.
     for server in servers {
@@ -571,6 +508,10 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         },
+        Command::Hollow(_) => (
+            LogFormat::Text,
+            "warn,crilet::kubemark=info,crilet::certificate=info",
+        ),
         _ => (LogFormat::Text, "warn"),
     };
     init_logging(log_format, level);

@@ -36,6 +36,9 @@ pub struct Cli {
 pub enum Command {
     /// Run the agent: static pods from --pod-manifest-path on the CRI runtime.
     Run(Box<crate::agent::config::RunArgs>),
+    /// Run N hollow nodes in one process: each joins the cluster with its own
+    /// TLS bootstrap and runs the real agent on an in-memory runtime.
+    Hollow(Box<crate::kubemark::HollowArgs>),
     /// Show the runtime's name, version, conditions, image filesystem and images.
     RuntimeInfo {
         /// The CRI endpoint (unix socket).

@@ -270,18 +270,25 @@ impl super::Settings {
     /// The Node's capacity and allocatable, read from this machine now:
     /// what it reports, and what a `resourceFieldRef` falls back to.
     pub fn node_resources(&self) -> (NodeResources, NodeResources) {
-        use crate::nodestatus::allocatable::{node_allocatable, pods_capacity};
+        use crate::nodestatus::allocatable::pods_capacity;
         use crate::nodestatus::machine;
         let ns = &self.node_status;
         let pods = pods_capacity(ns.max_pods, ns.pods_per_core, machine::read_num_cores());
         let capacity = machine::read_node_capacity(&self.root_dir, pods);
-        let allocatable = node_allocatable(
-            &capacity,
+        let allocatable = self.allocatable_of(&capacity);
+        (capacity, allocatable)
+    }
+
+    /// What of `capacity` the pods may have: less the reservations and the
+    /// hard eviction thresholds.
+    pub fn allocatable_of(&self, capacity: &NodeResources) -> NodeResources {
+        let ns = &self.node_status;
+        crate::nodestatus::allocatable::node_allocatable(
+            capacity,
             &ns.kube_reserved,
             &ns.system_reserved,
             &ns.eviction_hard,
-        );
-        (capacity, allocatable)
+        )
     }
 
     /// What the Node reports of itself: its IP, runtime, OS, the kubelet
