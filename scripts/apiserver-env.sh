@@ -16,7 +16,9 @@
 # minutes, so a node rotates 0.6-2.2 min after each issue). Its pid file
 # and log are STATE/kube-controller-manager.{pid,log}. The fleet benchmark
 # (scripts/fleet.sh) adds the node lifecycle controller and kubeadm's leader
-# election: CRILET_KUBE_TEST_CONTROLLERS, CRILET_KUBE_TEST_LEADER_ELECT.
+# election: CRILET_KUBE_TEST_CONTROLLERS, CRILET_KUBE_TEST_LEADER_ELECT, and
+# CRILET_KUBE_TEST_KCM_QPS (its client's QPS, burst twice that; default
+# kube-controller-manager's 20 and 30).
 # `up` again restarts whichever of them is not running, data kept.
 #
 # It wraps the team lab's apiserver-up.sh/apiserver-down.sh (lab/README.md,
@@ -60,6 +62,7 @@ start_controller_manager() {
     --cluster-signing-key-file="$STATE/pki/ca.key" \
     --cluster-signing-duration="${CRILET_KUBE_TEST_CERT_DURATION:-3m}" \
     --secure-port=0 --leader-elect="${CRILET_KUBE_TEST_LEADER_ELECT:-false}" \
+    ${CRILET_KUBE_TEST_KCM_QPS:+--kube-api-qps="$CRILET_KUBE_TEST_KCM_QPS" --kube-api-burst="$((CRILET_KUBE_TEST_KCM_QPS * 2))"} \
     </dev/null >>"$STATE/kube-controller-manager.log" 2>&1 &
   echo $! >"$KCM_PID"
   sleep 0.5

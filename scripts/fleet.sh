@@ -27,7 +27,8 @@
 #   FLEET_PORT [26447], FLEET_ETCD_PORT [22391], FLEET_WARMUP [60],
 #   FLEET_WINDOW [300], FLEET_OUTAGE [60], FLEET_SETTLE [60],
 #   FLEET_TIMEOUT [600] (for each wait), FLEET_CRILET (a crilet binary;
-#   default: the release build), FLEET_CHECK [0], FLEET_KEEP_LOGS [0] (1:
+#   default: the release build), FLEET_KCM_QPS (the controller manager's
+#   client QPS; default its own 20), FLEET_CHECK [0], FLEET_KEEP_LOGS [0] (1:
 #   keep the logs in $FLEET_DIR.logs even when every goal is met).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -43,7 +44,8 @@ API_DIR=$DIR/api
 API_ENV=(CRILET_KUBE_TEST_DIR="$API_DIR" CRILET_KUBE_TEST_PORT="${FLEET_PORT:-26447}"
          CRILET_KUBE_TEST_ETCD_PORT="${FLEET_ETCD_PORT:-22391}"
          CRILET_KUBE_TEST_CONTROLLERS=csrsigning,csrapproving,csrcleaner,nodelifecycle
-         CRILET_KUBE_TEST_LEADER_ELECT=true CRILET_KUBE_TEST_CERT_DURATION=24h)
+         CRILET_KUBE_TEST_LEADER_ELECT=true CRILET_KUBE_TEST_CERT_DURATION=24h
+         CRILET_KUBE_TEST_KCM_QPS="${FLEET_KCM_QPS:-}")
 PREFIX=hollow
 REPORT="python3 -B $ROOT/scripts/fleet_report.py"
 HOLLOW_PID="" FAILED=0 MISSED=()

@@ -125,7 +125,6 @@ impl Agent {
             );
         }
         drop(sets_tx);
-        tokio::spawn(process::trim_heap_periodically(cancel.clone()));
         let statuses = self.statuses.clone();
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         let (status_tx, status_rx) = watch::channel(());

@@ -141,3 +141,19 @@ fn watch_backoff_doubles_to_five_seconds_and_resets() {
     b.reset();
     assert_eq!(b.next(), Some(Duration::from_millis(500)));
 }
+
+#[test]
+fn objects_kept_from_the_server_lose_only_their_managed_fields() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    let mut pod = Pod::default();
+    pod.metadata.name = Some("web".into());
+    pod.metadata.uid = Some("u1".into());
+    pod.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+        manager: Some("crilet".into()),
+        ..Default::default()
+    }]);
+    let kept = lean(pod.clone());
+    assert_eq!(kept.metadata.managed_fields, None);
+    pod.metadata.managed_fields = None;
+    assert_eq!(kept, pod, "nothing else changes");
+}
