@@ -326,7 +326,9 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     };
     let runtime_version = format!("{}://{}", version.runtime_name, version.runtime_version);
     let (handles, join) = crilet::app::start_kubelet(&settings, deps, cancel.clone()).await?;
-    tokio::spawn(crilet::agent::process::trim_heap_periodically(cancel.clone()));
+    tokio::spawn(crilet::agent::process::trim_heap_periodically(
+        cancel.clone(),
+    ));
     // Listeners bound, runtime answering, sync loop started: ready.
     systemd.ready(&format!("running on {runtime_version}"));
     // Forward the sync loop's view to the API servers.

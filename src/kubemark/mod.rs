@@ -89,7 +89,9 @@ pub async fn run(args: HollowArgs, cancel: CancellationToken) -> anyhow::Result<
         );
     }
     // One heap trimmer for the process (each `crilet run` has one too).
-    tokio::spawn(crate::agent::process::trim_heap_periodically(cancel.clone()));
+    tokio::spawn(crate::agent::process::trim_heap_periodically(
+        cancel.clone(),
+    ));
     let settings = std::sync::Arc::new(args.settings());
     let began = Instant::now();
     let mut starting = tokio::task::JoinSet::new();
