@@ -34,7 +34,7 @@ pub struct HollowArgs {
     /// Where each node keeps its manifests, root dir and kubeconfig.
     #[arg(long, default_value = "/var/lib/crilet-hollow")]
     pub state_dir: PathBuf,
-    /// Nodes are named <prefix>-<index>.
+    /// Nodes are named `<prefix>-<index>`.
     #[arg(long, default_value = "hollow")]
     pub name_prefix: String,
     /// The first node's index (to split a fleet over processes).
