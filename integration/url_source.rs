@@ -269,7 +269,7 @@ async fn url_source_list_dropping_one_pod_removes_only_it() {
         .set
         .unwrap();
     let changes = probe.config.set(HTTP_SOURCE_NAME, set);
-    let removed: Vec<String> = changes.removes.iter().map(pod::full_name).collect();
+    let removed: Vec<String> = changes.removes.iter().map(|p| pod::full_name(p)).collect();
     assert_eq!(removed, ["b-url-node_default"]);
     assert!(
         changes.adds.is_empty() && changes.updates.is_empty(),

@@ -283,13 +283,13 @@ impl SyncLoop {
                 PodWork::Terminate {
                     uid,
                     full_name,
-                    pod: Some(Arc::new(p)),
+                    pod: Some(p),
                 },
             );
         }
         for p in changes.adds.into_iter().chain(changes.updates) {
             tracing::info!(pod = %pod::full_name(&p), uid = pod::uid(&p), "pod added or updated");
-            self.manager.add_pod(p.clone());
+            self.manager.add_pod(Arc::clone(&p));
             let (uid, full_name) = (pod::uid(&p).to_string(), pod::full_name(&p));
             self.terminate_stale_of_name(&full_name, &uid);
             if self
@@ -304,7 +304,7 @@ impl SyncLoop {
             if !self.admit(&p) {
                 continue;
             }
-            self.dispatch(uid, PodWork::Sync(Arc::new(p)));
+            self.dispatch(uid, PodWork::Sync(p));
         }
         self.publish();
     }

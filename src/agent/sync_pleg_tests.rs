@@ -86,10 +86,7 @@ async fn start_with(rt: Arc<FakeRuntime>, events: bool, pod: Pod) -> Harness {
     tokio::spawn(sync.run(sets_rx, done_rx, mirrors_rx));
     let set = SourceSet {
         source: FILE_SOURCE_NAME,
-        pods: vec![SourcePod {
-            origin: "web.yaml".into(),
-            pod,
-        }],
+        pods: vec![SourcePod::new("web.yaml", pod)],
     };
     sets_tx.send(set).await.unwrap();
     Harness {

@@ -207,10 +207,7 @@ pub fn load_manifest(
     let mut pod = parse_pod(origin, bytes)?;
     apply_api_defaults(&mut pod);
     apply_static_defaults(&mut pod, node_name, &PodSource::File(origin), now);
-    Ok(SourcePod {
-        origin: origin.to_owned(),
-        pod,
-    })
+    Ok(SourcePod::new(origin, pod))
 }
 
 /// The file's bytes, refusing anything but a regular file of at most

@@ -196,10 +196,7 @@ fn sp(origin: &str, name: &str, image: &str, seen: &str) -> SourcePod {
     let mut pod = parse_pod(origin, manifest(name, image).as_bytes()).unwrap();
     let ts: jiff::Timestamp = seen.parse().unwrap();
     apply_static_defaults(&mut pod, NODE, &PodSource::File(origin), ts);
-    SourcePod {
-        origin: origin.into(),
-        pod,
-    }
+    SourcePod::new(origin, pod)
 }
 
 fn seen(p: &SourcePod) -> Option<&str> {

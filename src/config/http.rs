@@ -297,7 +297,7 @@ pub fn read_body(
             } else {
                 url.to_string()
             };
-            SourcePod { origin, pod }
+            SourcePod::new(origin, pod)
         })
         .collect())
 }

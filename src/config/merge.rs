@@ -9,26 +9,38 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
+use std::sync::Arc;
 
 use crate::pod::defaults::pod_content_equal;
 use crate::pod::view::UnseenSources;
 use crate::pod::{self, Pod};
 
 /// One pod as a source reported it, with where it came from (a file path or
-/// a URL), so that conflicts can name both sides.
+/// a URL), so that conflicts can name both sides. The pod is shared: the
+/// source's last SET, the merge, the pod manager and the pod's worker all
+/// hold this one object rather than copies of it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SourcePod {
     pub origin: String,
-    pub pod: Pod,
+    pub pod: Arc<Pod>,
+}
+
+impl SourcePod {
+    pub fn new(origin: impl Into<String>, pod: Pod) -> Self {
+        SourcePod {
+            origin: origin.into(),
+            pod: Arc::new(pod),
+        }
+    }
 }
 
 /// What one SET changed in the merged view. Every list is sorted by full
 /// name (then UID), so equal inputs give equal outputs.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Changes {
-    pub adds: Vec<Pod>,
-    pub updates: Vec<Pod>,
-    pub removes: Vec<Pod>,
+    pub adds: Vec<Arc<Pod>>,
+    pub updates: Vec<Arc<Pod>>,
+    pub removes: Vec<Arc<Pod>>,
     /// Conflicts of the reporting source that its previous SET did not
     /// already have: the same SET sent twice warns only once.
     pub rejected: Vec<Rejected>,
@@ -220,8 +232,8 @@ impl PodConfig {
     }
 
     /// The merged desired pods, sorted by full name.
-    pub fn pods(&self) -> Vec<Pod> {
-        let mut pods: Vec<Pod> = self
+    pub fn pods(&self) -> Vec<Arc<Pod>> {
+        let mut pods: Vec<Arc<Pod>> = self
             .sources
             .values()
             .flat_map(|s| s.admitted.values().map(|sp| sp.pod.clone()))
@@ -238,7 +250,7 @@ impl PodConfig {
             .map(|sp| sp.origin.as_str())
     }
 
-    fn snapshot(&self) -> BTreeMap<String, Pod> {
+    fn snapshot(&self) -> BTreeMap<String, Arc<Pod>> {
         self.sources
             .values()
             .flat_map(|s| s.admitted.iter())
@@ -250,7 +262,7 @@ impl PodConfig {
 /// Adds, updates and removes between two views keyed by UID. A pod that
 /// keeps its UID and content is the same pod to the runtime, even when it
 /// is now admitted from another origin: nothing to restart.
-fn diff(before: &BTreeMap<String, Pod>, after: &BTreeMap<String, Pod>) -> Changes {
+fn diff(before: &BTreeMap<String, Arc<Pod>>, after: &BTreeMap<String, Arc<Pod>>) -> Changes {
     let mut changes = Changes::default();
     for (uid, pod) in after {
         match before.get(uid) {
@@ -270,7 +282,7 @@ fn diff(before: &BTreeMap<String, Pod>, after: &BTreeMap<String, Pod>) -> Change
     changes
 }
 
-fn by_full_name(a: &Pod, b: &Pod) -> std::cmp::Ordering {
+fn by_full_name(a: &Arc<Pod>, b: &Arc<Pod>) -> std::cmp::Ordering {
     (pod::full_name(a), pod::uid(a)).cmp(&(pod::full_name(b), pod::uid(b)))
 }
 

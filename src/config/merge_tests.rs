@@ -17,10 +17,7 @@ fn sp(origin: &str, name: &str, uid: &str, version: u8, seen: &str) -> SourcePod
         },
         ..Pod::default()
     };
-    SourcePod {
-        origin: origin.to_string(),
-        pod,
-    }
+    SourcePod::new(origin, pod)
 }
 
 /// `(origin, name, uid, version)`, all stamped with seen "t0".
@@ -33,8 +30,8 @@ fn set_of(specs: &[Spec]) -> Vec<SourcePod> {
         .collect()
 }
 
-fn names(pods: &[Pod]) -> Vec<String> {
-    pods.iter().map(pod::full_name).collect()
+fn names(pods: &[Arc<Pod>]) -> Vec<String> {
+    pods.iter().map(|p| pod::full_name(p)).collect()
 }
 
 fn rej(origin: &str, name: &str, kept: &str) -> Rejected {
@@ -326,7 +323,7 @@ proptest! {
         let mut config = PodConfig::new(SOURCES);
         let mut last: BTreeMap<usize, Vec<SourcePod>> = BTreeMap::new();
         for (source, specs) in sets {
-            let before: BTreeMap<String, Pod> =
+            let before: BTreeMap<String, Arc<Pod>> =
                 config.pods().into_iter().map(|p| (pod::uid(&p).to_string(), p)).collect();
             let pods = build(source, &specs);
             last.insert(source, pods.clone());
@@ -341,14 +338,14 @@ proptest! {
             for p in changes.adds.iter().chain(&changes.updates) {
                 replayed.insert(pod::uid(p).to_string(), p.clone());
             }
-            let replayed: Vec<Pod> = replayed.into_values().collect();
+            let replayed: Vec<Arc<Pod>> = replayed.into_values().collect();
             let mut sorted = merged.clone();
             sorted.sort_by_key(|p| pod::uid(p).to_string());
             prop_assert_eq!(replayed, sorted);
 
             // No full name and no UID twice.
-            let full: BTreeSet<String> = merged.iter().map(pod::full_name).collect();
-            let uids: BTreeSet<&str> = merged.iter().map(pod::uid).collect();
+            let full: BTreeSet<String> = merged.iter().map(|p| pod::full_name(p)).collect();
+            let uids: BTreeSet<&str> = merged.iter().map(|p| pod::uid(p)).collect();
             prop_assert_eq!(full.len(), merged.len());
             prop_assert_eq!(uids.len(), merged.len());
 
@@ -375,4 +372,22 @@ proptest! {
             prop_assert_eq!(config.pods(), merged);
         }
     }
+}
+
+/// One object per pod: what the merge hands on (adds, the merged view)
+/// is the source's own `Arc`, and a SET that repeats a pod's content in a
+/// new object keeps the object already admitted. A copy here would cost a
+/// whole Pod per source pod for as long as the agent runs.
+#[test]
+fn admitted_pods_are_the_sources_objects_not_copies() {
+    let mut config = PodConfig::new(SOURCES);
+    let first = sp("a.yaml", "a", "u1", 1, "t0");
+    let changes = config.set(SOURCES[0], vec![first.clone()]);
+    assert!(Arc::ptr_eq(&changes.adds[0], &first.pod));
+    assert!(Arc::ptr_eq(&config.pods()[0], &first.pod));
+
+    let again = SourcePod::new("a.yaml", (*first.pod).clone());
+    assert!(config.set(SOURCES[0], vec![again.clone()]).is_empty());
+    assert!(Arc::ptr_eq(&config.pods()[0], &first.pod));
+    assert!(!Arc::ptr_eq(&config.pods()[0], &again.pod));
 }

@@ -71,7 +71,7 @@ impl PodManager {
     }
 
     /// Replaces everything with `pods` (static and mirror pods mixed).
-    pub fn set_pods(&mut self, pods: Vec<Pod>) {
+    pub fn set_pods<P: Into<Arc<Pod>>>(&mut self, pods: Vec<P>) {
         *self = Self::default();
         for pod in pods {
             self.add_pod(pod);
@@ -79,17 +79,18 @@ impl PodManager {
     }
 
     /// Adds or replaces a pod, filed as a mirror pod when it carries the
-    /// `config.mirror` annotation.
-    pub fn add_pod(&mut self, pod: Pod) {
+    /// `config.mirror` annotation. An `Arc` is kept as it is, not copied.
+    pub fn add_pod(&mut self, pod: impl Into<Arc<Pod>>) {
+        let pod = pod.into();
         if is_mirror_pod(&pod) {
-            self.mirrors.insert(Arc::new(pod));
+            self.mirrors.insert(pod);
         } else {
-            self.pods.insert(Arc::new(pod));
+            self.pods.insert(pod);
         }
     }
 
     /// Same as [`add_pod`](Self::add_pod): an update replaces the stored pod.
-    pub fn update_pod(&mut self, pod: Pod) {
+    pub fn update_pod(&mut self, pod: impl Into<Arc<Pod>>) {
         self.add_pod(pod);
     }
 

@@ -71,7 +71,7 @@ fn set_pods_replaces_everything() {
     assert_eq!(uids(&pm.get_pods()), ["s9"]);
     assert!(pm.get_mirror_pods().is_empty());
     assert_eq!(pm.get_pod_by_uid("s1"), None);
-    pm.set_pods(Vec::new());
+    pm.set_pods(Vec::<Pod>::new());
     assert!(pm.get_pods().is_empty());
 }
 
@@ -525,4 +525,14 @@ proptest! {
             prop_assert_eq!(mirror_to_static.contains_key(uid(&mirror)), !orphaned);
         }
     }
+}
+
+/// A pod given as an `Arc` is stored as that `Arc`: the worker, the merge
+/// and the manager share one object.
+#[test]
+fn an_arc_is_stored_not_copied() {
+    let pod = Arc::new(static_pod("a", "default", "u1"));
+    let mut pm = PodManager::new();
+    pm.add_pod(Arc::clone(&pod));
+    assert!(Arc::ptr_eq(&pm.get_pod_by_uid("u1").unwrap(), &pod));
 }

@@ -126,7 +126,7 @@ impl PodProber {
     /// run (validation refuses such manifests first).
     pub fn start(
         ctx: Arc<ProberContext>,
-        pod: &Pod,
+        pod: &Arc<Pod>,
         wake: Arc<Notify>,
         cancel: CancellationToken,
     ) -> PodProber {
@@ -134,7 +134,8 @@ impl PodProber {
         let (observed, rx) = watch::channel(Arc::new(Observed::default()));
         let cancel = cancel.child_token();
         let mut probes = Vec::new();
-        let pod = Arc::new(pod.clone());
+        // The worker's own object, shared rather than copied.
+        let pod = Arc::clone(pod);
         let spec = pod.spec.iter();
         let sidecars = spec
             .clone()

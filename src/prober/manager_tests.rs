@@ -70,7 +70,12 @@ fn harness() -> Harness {
 impl Harness {
     fn start(&self, pod: &Pod) -> PodProber {
         let cancel = CancellationToken::new();
-        PodProber::start(self.ctx.clone(), pod, self.wake.clone(), cancel)
+        PodProber::start(
+            self.ctx.clone(),
+            &Arc::new(pod.clone()),
+            self.wake.clone(),
+            cancel,
+        )
     }
 
     /// Lets tokio's time (and every task due meanwhile) run to `secs`
@@ -485,7 +490,7 @@ async fn stop_drop_or_the_agent_s_cancel_end_the_tasks() {
             "readinessProbe": exec_probe("ready", json!({})),
         }));
         let agent = CancellationToken::new();
-        let prober = PodProber::start(h.ctx.clone(), &pod, h.wake.clone(), agent.clone());
+        let prober = PodProber::start(h.ctx.clone(), &Arc::new(pod), h.wake.clone(), agent.clone());
         prober.observe(&[app("c1", 0, ContainerState::Running)], "");
         h.until(5).await;
         assert_eq!(h.probes().len(), 2, "{how}");

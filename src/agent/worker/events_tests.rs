@@ -68,14 +68,14 @@ async fn a_crash_looping_container_records_starts_then_back_off() {
     let (mut w, events) = worker(rt.clone(), root.path());
     let pod = crash_looping();
 
-    w.sync(&pod).await.unwrap();
+    w.sync(&Arc::new(pod.clone())).await.unwrap();
     // It exits: the first restart is at once, the next waits (10 s).
     for _ in 0..2 {
         rt.set_now(now_nanos());
         rt.exit_container(&only_running(&rt).await, 1);
-        w.sync(&pod).await.unwrap();
+        w.sync(&Arc::new(pod.clone())).await.unwrap();
     }
-    w.sync(&pod).await.unwrap(); // still in back-off
+    w.sync(&Arc::new(pod.clone())).await.unwrap(); // still in back-off
 
     let present = r#"Container image "busybox" already present on machine"#;
     let start = [
@@ -113,7 +113,7 @@ async fn a_pull_records_pulling_then_pulled_with_the_size() {
     let root = tempfile::tempdir().unwrap();
     let rt = Arc::new(FakeRuntime::new()); // no image yet
     let (mut w, events) = worker(rt.clone(), root.path());
-    w.sync(&crash_looping()).await.unwrap();
+    w.sync(&Arc::new(crash_looping())).await.unwrap();
     only_container(&rt).await;
     let got = recorded(&events);
     let reasons: Vec<_> = got.iter().map(|(_, r, _)| *r).collect();
@@ -134,8 +134,8 @@ async fn a_failed_pull_records_the_error_then_the_back_off() {
     let (mut w, events) = worker(rt.clone(), root.path());
     let pod = crash_looping();
     rt.fail_next("PullImage", tonic::Status::not_found("manifest unknown"));
-    assert!(w.sync(&pod).await.is_err());
-    assert!(w.sync(&pod).await.is_err()); // within the pull back-off
+    assert!(w.sync(&Arc::new(pod.clone())).await.is_err());
+    assert!(w.sync(&Arc::new(pod.clone())).await.is_err()); // within the pull back-off
     let got = recorded(&events);
     let seen: Vec<_> = got.iter().map(|(t, r, m)| (*t, *r, m.as_str())).collect();
     let failed_pull = &got[1].2;
@@ -164,7 +164,7 @@ async fn stopping_a_running_container_records_killing() {
     let rt = fake();
     let (mut w, events) = worker(rt.clone(), root.path());
     let pod = crash_looping();
-    w.sync(&pod).await.unwrap();
+    w.sync(&Arc::new(pod.clone())).await.unwrap();
     w.terminate("u1", "web_default", Some(&pod)).await.unwrap();
     let got = recorded(&events);
     let last = got.last().unwrap();
@@ -185,7 +185,7 @@ async fn failed_hooks_record_their_reasons_without_their_errors() {
         "preStop": {"exec": {"command": ["pre"]}},
     }});
     let (mut w, events) = worker_with(fake(), root.path(), handlers);
-    w.sync(&pod(lifecycle, serde_json::json!([])))
+    w.sync(&Arc::new(pod(lifecycle, serde_json::json!([]))))
         .await
         .unwrap();
     let got = recorded(&events);
@@ -221,13 +221,13 @@ async fn a_failed_mount_and_a_failed_sandbox_are_recorded_on_the_pod() {
         "hostPath": {"path": missing, "type": "Directory"}
     }]);
     let mount = serde_json::json!({"volumeMounts": [{"name": "data", "mountPath": "/data"}]});
-    assert!(w.sync(&pod(mount, volumes)).await.is_err());
+    assert!(w.sync(&Arc::new(pod(mount, volumes))).await.is_err());
     let plain = pod(serde_json::json!({}), serde_json::json!([]));
     rt.fail_next(
         "RunPodSandbox",
         tonic::Status::unknown("cni plugin not initialized"),
     );
-    assert!(w.sync(&plain).await.is_err());
+    assert!(w.sync(&Arc::new(plain.clone())).await.is_err());
     let mut got = events.events();
     got.retain(|(_, e)| e.reason != "MissingClusterDNS");
     assert_eq!(got.len(), 2, "{got:#?}");
@@ -263,7 +263,7 @@ async fn a_cluster_first_pod_records_missing_cluster_dns_on_the_node_and_the_pod
     let root = tempfile::tempdir().unwrap();
     let rt = fake();
     let (mut w, events) = worker(rt.clone(), root.path());
-    w.sync(&crash_looping()).await.unwrap();
+    w.sync(&Arc::new(crash_looping())).await.unwrap();
     let dns: Vec<_> = (events.events().into_iter())
         .filter(|(_, e)| e.reason == "MissingClusterDNS")
         .map(|(o, e)| (o.kind, o.name, o.field_path, e.type_, e.message))
@@ -298,7 +298,7 @@ async fn a_cluster_first_pod_records_missing_cluster_dns_on_the_node_and_the_pod
         let spec = pod.spec.as_mut().unwrap();
         spec.host_network = Some(host_network);
         spec.dns_policy = Some(policy.into());
-        w.sync(&pod).await.unwrap();
+        w.sync(&Arc::new(pod.clone())).await.unwrap();
         assert!(
             !events
                 .events()

@@ -44,7 +44,7 @@ async fn running(
 ) -> (Worker, Arc<FakeRuntime>, String) {
     let rt = fake();
     let mut w = worker_with(rt.clone(), root, handlers.clone());
-    w.sync(pod).await.unwrap();
+    w.sync(&Arc::new(pod.clone())).await.unwrap();
     let id = only_container(&rt).await;
     (w, rt, id)
 }
@@ -138,7 +138,7 @@ async fn a_liveness_failure_stops_the_container_with_the_probe_s_grace_and_resta
     let (mut w, rt, first) = running(root.path(), &handlers, &pod).await;
     probe_wakes(&w).await;
 
-    w.sync(&pod).await.unwrap();
+    w.sync(&Arc::new(pod.clone())).await.unwrap();
     assert_eq!(rt.stop_timeouts(), [(first.clone(), secs(5))]);
     // The kubelet kills and starts in one SyncPod; so does the worker.
     let now = containers(&rt).await;
@@ -160,7 +160,7 @@ async fn a_liveness_failure_stops_the_container_with_the_probe_s_grace_and_resta
     };
     assert_eq!(probed(&first), 1);
     assert!(probed(&second) >= 1);
-    w.sync(&pod).await.unwrap();
+    w.sync(&Arc::new(pod.clone())).await.unwrap();
     assert_eq!(rt.stop_timeouts().len(), 1);
 }
 
@@ -172,11 +172,11 @@ async fn a_liveness_kill_that_fails_is_tried_again_on_the_next_sync() {
     probe_wakes(&w).await;
 
     rt.fail_next("StopContainer", tonic::Status::unavailable("runtime busy"));
-    assert!(w.sync(&pod).await.is_err());
+    assert!(w.sync(&Arc::new(pod.clone())).await.is_err());
     assert_eq!(containers(&rt).await[0].2, ContainerState::Running);
     // The probe holds (it failed this instance); the worker's retry must
     // remember the failure.
-    w.sync(&pod).await.unwrap();
+    w.sync(&Arc::new(pod.clone())).await.unwrap();
     assert_eq!(rt.stop_timeouts(), [(first, secs(5))]);
 }
 
@@ -188,8 +188,8 @@ async fn a_liveness_failure_with_restart_policy_never_stops_for_good() {
     let (mut w, rt, first) = running(root.path(), &handlers, &pod).await;
     probe_wakes(&w).await;
 
-    w.sync(&pod).await.unwrap();
-    w.sync(&pod).await.unwrap();
+    w.sync(&Arc::new(pod.clone())).await.unwrap();
+    w.sync(&Arc::new(pod.clone())).await.unwrap();
     assert_eq!(rt.stop_timeouts(), [(first.clone(), secs(5))]);
     assert_eq!(only_container(&rt).await, first);
     assert!(app_state(&w).terminated.is_some());

@@ -303,7 +303,7 @@ impl Worker {
 
     /// One pass: observe, plan, act, observe, write status. Returns when the
     /// worker should look again on its own (a back-off ending).
-    async fn sync(&mut self, pod: &Pod) -> Result<Option<i64>, RuntimeError> {
+    async fn sync(&mut self, pod: &Arc<Pod>) -> Result<Option<i64>, RuntimeError> {
         let uid = pod::uid(pod);
         let rt = self.ctx.runtime.clone();
         let start = *self.start_time.get_or_insert_with(jiff::Timestamp::now);

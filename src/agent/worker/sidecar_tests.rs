@@ -83,7 +83,7 @@ fn phase(w: &Worker) -> String {
 async fn run_to_main(w: &mut Worker, rt: &FakeRuntime, pod: &Pod) {
     let mut seen = Vec::new();
     for _ in 0..6 {
-        w.sync(pod).await.unwrap();
+        w.sync(&Arc::new(pod.clone())).await.unwrap();
         let now = containers(rt).await;
         if let Some(setup) = now
             .iter()
@@ -106,7 +106,7 @@ async fn sidecars_start_in_order_and_keep_running_beside_main() {
     let mut w = worker_with(rt.clone(), root.path(), Arc::new(FakeHandlers::new()));
     let pod = sidecar_pod("Always", json!({}));
 
-    w.sync(&pod).await.unwrap();
+    w.sync(&Arc::new(pod.clone())).await.unwrap();
     let names = |c: Vec<(String, u32, ContainerState, String)>| -> Vec<String> {
         c.into_iter().map(|c| c.0).collect()
     };
@@ -121,7 +121,7 @@ async fn sidecars_start_in_order_and_keep_running_beside_main() {
         ["s1", "setup", "s2", "main"],
         "created in spec order, one after the other"
     );
-    w.sync(&pod).await.unwrap(); // status after main started
+    w.sync(&Arc::new(pod.clone())).await.unwrap(); // status after main started
     assert_eq!(phase(&w), "Running");
     for name in ["s1", "s2", "main"] {
         assert_eq!(
@@ -134,7 +134,7 @@ async fn sidecars_start_in_order_and_keep_running_beside_main() {
     // s1 dies: restarted at once (attempt 1), main left alone.
     let main = id_of(&rt, "main").await;
     rt.exit_container(&id_of(&rt, "s1").await, 137);
-    w.sync(&pod).await.unwrap();
+    w.sync(&Arc::new(pod.clone())).await.unwrap();
     let now = containers(&rt).await;
     let s1: Vec<_> = now.iter().filter(|c| c.0 == "s1").collect();
     assert_eq!(s1.len(), 2);
@@ -159,7 +159,7 @@ async fn a_finished_never_pod_kills_its_sidecars_after_main_and_succeeds() {
     run_to_main(&mut w, &rt, &pod).await;
 
     rt.exit_container(&id_of(&rt, "main").await, 0);
-    w.sync(&pod).await.unwrap();
+    w.sync(&Arc::new(pod.clone())).await.unwrap();
     // The sidecars were stopped (s2 before s1), not restarted, and the
     // sandbox with them.
     assert_eq!(stopped(&rt, &containers(&rt).await), ["s2", "s1"]);
@@ -170,7 +170,7 @@ async fn a_finished_never_pod_kills_its_sidecars_after_main_and_succeeds() {
     assert_eq!(phase(&w), "Succeeded");
     // And nothing more happens.
     let calls = rt.calls().len();
-    w.sync(&pod).await.unwrap();
+    w.sync(&Arc::new(pod.clone())).await.unwrap();
     let more: Vec<_> = rt.calls()[calls..].iter().map(|c| c.op).collect();
     assert!(
         !more
@@ -231,7 +231,7 @@ async fn a_sidecar_failing_liveness_is_killed_and_restarted_even_in_a_never_pod(
 
     // The probe runs (and fails) as soon as it sees s1; the next sync acts.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    w.sync(&pod).await.unwrap();
+    w.sync(&Arc::new(pod.clone())).await.unwrap();
     let stops: Vec<_> = rt.stop_timeouts();
     assert_eq!(
         stops,

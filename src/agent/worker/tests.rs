@@ -127,7 +127,7 @@ async fn termination_message_file_is_made_mounted_and_read_once() {
     let mut w = worker(rt.clone(), root.path());
     let pod = pod(serde_json::json!({}), serde_json::json!([]));
 
-    w.sync(&pod).await.unwrap();
+    w.sync(&Arc::new(pod.clone())).await.unwrap();
     let id = only_container(&rt).await;
     let file = root.path().join("pods/u1/containers/app/0");
     let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
@@ -143,11 +143,11 @@ async fn termination_message_file_is_made_mounted_and_read_once() {
     // The container writes its message and exits.
     std::fs::write(&file, "migrations failed").unwrap();
     rt.exit_container(&id, 1);
-    w.sync(&pod).await.unwrap();
+    w.sync(&Arc::new(pod.clone())).await.unwrap();
     assert_eq!(terminated(&w).message.as_deref(), Some("migrations failed"));
     // Read once: later changes to the file do not show.
     std::fs::write(&file, "something else").unwrap();
-    w.sync(&pod).await.unwrap();
+    w.sync(&Arc::new(pod.clone())).await.unwrap();
     assert_eq!(terminated(&w).message.as_deref(), Some("migrations failed"));
 }
 
@@ -159,7 +159,7 @@ async fn fallback_to_logs_on_error_reads_the_log_tail() {
     let policy = serde_json::json!({"terminationMessagePolicy": "FallbackToLogsOnError"});
     let pod = pod(policy, serde_json::json!([]));
 
-    w.sync(&pod).await.unwrap();
+    w.sync(&Arc::new(pod.clone())).await.unwrap();
     let id = only_container(&rt).await;
     // The fake reports the mapping's relative log path, under the pod's log dir.
     let log = root.path().join("pod-logs/default_web_u1/app/0.log");
@@ -172,7 +172,7 @@ async fn fallback_to_logs_on_error_reads_the_log_tail() {
     )
     .unwrap();
     rt.exit_container(&id, 2);
-    w.sync(&pod).await.unwrap();
+    w.sync(&Arc::new(pod.clone())).await.unwrap();
     assert_eq!(
         terminated(&w).message.as_deref(),
         Some("starting\nfatal: no config\n")
@@ -192,7 +192,7 @@ async fn failed_host_path_check_keeps_the_pod_pending_until_it_passes() {
     let mount = serde_json::json!({"volumeMounts": [{"name": "kubeconfig", "mountPath": "/etc/kubernetes/scheduler.conf", "readOnly": true}]});
     let pod = pod(mount, volumes);
 
-    let err = w.sync(&pod).await.unwrap_err();
+    let err = w.sync(&Arc::new(pod.clone())).await.unwrap_err();
     assert!(
         err.to_string()
             .contains("MountVolume.SetUp failed for volume \"kubeconfig\""),
@@ -215,7 +215,7 @@ async fn failed_host_path_check_keeps_the_pod_pending_until_it_passes() {
     // The parent appears (kubeadm wrote /etc/kubernetes): the retry passes,
     // makes the file, and the message goes.
     std::fs::create_dir_all(conf.parent().unwrap()).unwrap();
-    w.sync(&pod).await.unwrap();
+    w.sync(&Arc::new(pod.clone())).await.unwrap();
     assert!(conf.is_file());
     assert!(rt.ops().contains(&"RunPodSandbox"));
     assert!(app_state(&w).running.is_some());
@@ -267,7 +267,7 @@ async fn the_container_log_directory_is_made_before_the_container() {
     let rt = fake();
     let mut w = worker(rt.clone(), root.path());
     let pod = pod(serde_json::json!({}), serde_json::json!([]));
-    w.sync(&pod).await.unwrap();
+    w.sync(&Arc::new(pod.clone())).await.unwrap();
     let id = only_container(&rt).await;
     let status = rt.container_status(&id).await.unwrap();
     assert_eq!(status.log_path, "app/0.log");
@@ -281,7 +281,7 @@ async fn terminating_without_the_spec_removes_each_containers_log_files() {
     let root = tempfile::tempdir().unwrap();
     let rt = fake();
     let mut w = worker(rt.clone(), root.path());
-    w.sync(&pod(serde_json::json!({}), serde_json::json!([])))
+    w.sync(&Arc::new(pod(serde_json::json!({}), serde_json::json!([]))))
         .await
         .unwrap();
     let dir = root.path().join("pod-logs/default_web_u1/app");
@@ -332,7 +332,7 @@ async fn a_started_container_is_linked_and_the_link_goes_with_it() {
     let rt = fake();
     let mut w = worker(rt.clone(), root.path());
     let log = first_log_and_link_dir(root.path());
-    w.sync(&pod(serde_json::json!({}), serde_json::json!([])))
+    w.sync(&Arc::new(pod(serde_json::json!({}), serde_json::json!([]))))
         .await
         .unwrap();
     let id = only_container(&rt).await;
@@ -346,7 +346,7 @@ async fn a_started_container_is_linked_and_the_link_goes_with_it() {
     let mut w = worker(rt.clone(), root.path());
     std::fs::create_dir_all(log.parent().unwrap()).unwrap();
     std::fs::write(&log, "").unwrap();
-    w.sync(&pod(serde_json::json!({}), serde_json::json!([])))
+    w.sync(&Arc::new(pod(serde_json::json!({}), serde_json::json!([]))))
         .await
         .unwrap();
     assert!(app_state(&w).running.is_some());
@@ -360,7 +360,7 @@ async fn containers_are_created_from_the_image_id() {
     let rt = fake();
     let mut w = worker(rt.clone(), root.path());
     let pod = pod(serde_json::json!({}), serde_json::json!([]));
-    w.sync(&pod).await.unwrap();
+    w.sync(&Arc::new(pod.clone())).await.unwrap();
     let list = rt
         .list_containers(&ContainerFilter::default())
         .await
@@ -385,7 +385,7 @@ async fn an_app_container_that_cannot_be_created_holds_back_none_of_the_others()
     );
 
     // The pass reports the failure, and still starts the other container.
-    assert!(w.sync(&pod).await.is_err());
+    assert!(w.sync(&Arc::new(pod.clone())).await.is_err());
     let list = rt
         .list_containers(&ContainerFilter::default())
         .await
@@ -420,7 +420,10 @@ async fn the_sandbox_runs_with_the_runtime_class_handler_and_a_missing_class_hol
 
     let mut missing = pod(serde_json::json!({}), serde_json::json!([]));
     missing.spec.as_mut().unwrap().runtime_class_name = Some("parity-missing".into());
-    let err = new_worker().sync(&missing).await.unwrap_err();
+    let err = new_worker()
+        .sync(&Arc::new(missing.clone()))
+        .await
+        .unwrap_err();
     assert!(
         err.to_string()
             .contains("runtimeclass.node.k8s.io \"parity-missing\" not found"),
@@ -431,7 +434,7 @@ async fn the_sandbox_runs_with_the_runtime_class_handler_and_a_missing_class_hol
 
     let mut classed = missing.clone();
     classed.spec.as_mut().unwrap().runtime_class_name = Some("sandboxed".into());
-    new_worker().sync(&classed).await.unwrap();
+    new_worker().sync(&Arc::new(classed.clone())).await.unwrap();
     let sandboxes = rt.list_pod_sandbox(&Default::default()).await.unwrap();
     let handlers: Vec<&str> = sandboxes
         .iter()
@@ -454,7 +457,7 @@ async fn an_old_sandbox_goes_with_its_containers_logs_and_links() {
         p.spec.as_mut().unwrap().restart_policy = Some("Always".into());
         p
     };
-    w.sync(&spec()).await.unwrap();
+    w.sync(&Arc::new(spec())).await.unwrap();
     let old = only_container(&rt).await;
     let link = app_link(root.path(), &old);
     assert!(std::fs::symlink_metadata(&link).is_ok(), "linked");
@@ -465,8 +468,8 @@ async fn an_old_sandbox_goes_with_its_containers_logs_and_links() {
     rt.stop_pod_sandbox(&sandboxes[0].id).await.unwrap();
     rt.exit_container(&old, 0);
     // A new sandbox, then the old one removed.
-    w.sync(&spec()).await.unwrap();
-    w.sync(&spec()).await.unwrap();
+    w.sync(&Arc::new(spec())).await.unwrap();
+    w.sync(&Arc::new(spec())).await.unwrap();
     let left = rt
         .list_pod_sandbox(&crate::cri::PodSandboxFilter::default())
         .await

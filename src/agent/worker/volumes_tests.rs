@@ -72,7 +72,7 @@ async fn empty_dirs_are_given_to_the_fs_group_and_hosts_mounted_where_not_taken(
             {"name": "hosts", "hostPath": {"path": own_hosts.to_str().unwrap(), "type": "File"}},
         ],
     }));
-    w.sync(&web).await.unwrap();
+    w.sync(&Arc::new(web.clone())).await.unwrap();
 
     let pod_dir = root.path().join("pods/u1");
     let dir = pod_dir.join("volumes/kubernetes.io~empty-dir/work");
@@ -126,7 +126,7 @@ async fn a_pod_without_an_ip_gets_no_hosts_file_and_no_fs_group_keeps_root() {
         "containers": [busybox("app", serde_json::json!([{"name": "work", "mountPath": "/work"}]))],
         "volumes": [{"name": "work", "emptyDir": {}}],
     }));
-    w.sync(&web).await.unwrap();
+    w.sync(&Arc::new(web.clone())).await.unwrap();
     let dir = root
         .path()
         .join("pods/u1/volumes/kubernetes.io~empty-dir/work");
@@ -148,7 +148,7 @@ async fn a_host_network_pod_gets_the_node_file_and_its_aliases() {
         "hostAliases": [{"ip": "10.1.2.3", "hostnames": ["foo.local"]}],
         "containers": [busybox("app", serde_json::json!([]))],
     }));
-    w.sync(&web).await.unwrap();
+    w.sync(&Arc::new(web.clone())).await.unwrap();
     let node = std::fs::read_to_string("/etc/hosts").unwrap();
     let text = std::fs::read_to_string(root.path().join("pods/u1/etc-hosts")).unwrap();
     assert_eq!(
@@ -177,7 +177,7 @@ async fn an_empty_dir_that_cannot_be_made_keeps_the_pod_waiting_with_the_reason(
         .join("pods/u1/volumes/kubernetes.io~empty-dir/work");
     std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
     std::fs::write(&dir, "in the way").unwrap();
-    assert!(w.sync(&web).await.is_err());
+    assert!(w.sync(&Arc::new(web.clone())).await.is_err());
     assert!(!rt.ops().contains(&"RunPodSandbox"));
     let waiting = app_state(&w).waiting.unwrap();
     assert_eq!(waiting.reason.as_deref(), Some("ContainerCreating"));
@@ -190,7 +190,7 @@ async fn an_empty_dir_that_cannot_be_made_keeps_the_pod_waiting_with_the_reason(
 
     // Cleared: the retry sets it up and the pod runs.
     std::fs::remove_file(&dir).unwrap();
-    w.sync(&web).await.unwrap();
+    w.sync(&Arc::new(web.clone())).await.unwrap();
     assert!(app_state(&w).running.is_some());
     assert_eq!(mode_and_gid(&dir).0, 0o777);
 }

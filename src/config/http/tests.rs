@@ -298,7 +298,7 @@ fn a_list_that_drops_a_pod_keeps_the_others_as_they_were() {
     let seen = |p: &SourcePod| pod::annotation(&p.pod, CONFIG_SEEN_ANNOTATION).map(String::from);
     assert_eq!(seen(&second[0]), seen(&first[0]));
     let changes = config.set(HTTP_SOURCE_NAME, second);
-    let removed: Vec<String> = changes.removes.iter().map(pod::full_name).collect();
+    let removed: Vec<String> = changes.removes.iter().map(|p| pod::full_name(p)).collect();
     assert_eq!(removed, ["b-node1_default"]);
     assert!(
         changes.adds.is_empty() && changes.updates.is_empty(),
