@@ -11,18 +11,20 @@ use crate::pleg::decisions::RelistSnapshot;
 
 /// Reads the runtime objects of the pod with `uid`.
 pub async fn observe_pod(rt: &dyn Runtime, uid: &str) -> Result<Observation> {
-    let sandboxes = rt
-        .list_pod_sandbox(&PodSandboxFilter {
-            label_selector: by_uid(uid),
-            ..Default::default()
-        })
-        .await?;
-    let listed = rt
-        .list_containers(&ContainerFilter {
-            label_selector: by_uid(uid),
-            ..Default::default()
-        })
-        .await?;
+    // Neither list depends on the other: asked at once, they cost one
+    // round trip on every sync instead of two.
+    let sandbox_filter = PodSandboxFilter {
+        label_selector: by_uid(uid),
+        ..Default::default()
+    };
+    let container_filter = ContainerFilter {
+        label_selector: by_uid(uid),
+        ..Default::default()
+    };
+    let (sandboxes, listed) = tokio::try_join!(
+        rt.list_pod_sandbox(&sandbox_filter),
+        rt.list_containers(&container_filter)
+    )?;
     let mut obs = Observation {
         sandboxes,
         ..Default::default()

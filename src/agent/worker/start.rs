@@ -118,24 +118,30 @@ impl Worker {
         // The same config the sandbox was run with (containerd needs it whole).
         let sandbox_config =
             mapping::sandbox_config(&self.ctx.node, pod, sandbox.attempt).map_err(refused)?;
-        let pod_ips = match &sandbox.ips {
-            Some(ips) => ips.clone(),
-            None => {
-                let status = rt.pod_sandbox_status(&sandbox.id).await?;
-                let ips: Vec<String> = std::iter::once(status.ip)
-                    .chain(status.additional_ips)
-                    .filter(|ip| !ip.is_empty())
-                    .collect();
-                sandbox.ips = Some(ips.clone());
-                ips
+        let known_ips = sandbox.ips.clone();
+        let ips_read = async {
+            match known_ips {
+                Some(ips) => Ok(ips),
+                None => rt.pod_sandbox_status(&sandbox.id).await.map(|status| {
+                    std::iter::once(status.ip)
+                        .chain(status.additional_ips)
+                        .filter(|ip| !ip.is_empty())
+                        .collect::<Vec<String>>()
+                }),
             }
         };
-        let pod_ip = pod_ips.first().cloned().unwrap_or_default();
         let now = now_nanos();
-        let image = match self
-            .ensure_image(pod, &container, &sandbox_config, now)
-            .await
-        {
+        // The sandbox's IPs (read once after RunPodSandbox) and the image
+        // do not depend on each other: both are asked at once, which takes
+        // one runtime round trip off a new pod's start.
+        let (ips, image) = tokio::join!(
+            ips_read,
+            self.ensure_image(pod, &container, &sandbox_config, now)
+        );
+        let pod_ips = ips?;
+        sandbox.ips = Some(pod_ips.clone());
+        let pod_ip = pod_ips.first().cloned().unwrap_or_default();
+        let image = match image {
             Ok(image) => image,
             Err((reason, message)) => {
                 // The kubelet's "Error: <err>": for an image, the error is the
