@@ -31,9 +31,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .compile_fds(fds)?;
 
     let fds = protox::compile([stats, debug], ["proto"])?;
+    // Reflection keeps what it serves decoded for the agent's lifetime: the
+    // source locations (spans, no comments) were most of it, and no client
+    // reads them. The generated code below still gets its doc comments.
+    let mut served = fds.clone();
+    for file in &mut served.file {
+        file.source_code_info = None;
+    }
     std::fs::write(
         out.join("crilet_stats_descriptor.bin"),
-        prost::Message::encode_to_vec(&fds),
+        prost::Message::encode_to_vec(&served),
     )?;
     // Serialize: the CLI prints replies as JSON or YAML, in proto3 JSON's
     // lowerCamelCase names.
