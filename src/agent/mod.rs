@@ -363,7 +363,7 @@ impl SyncLoop {
         };
         let status = rejected_pod_status(&input, refusal.reason, &refusal.message);
         (self.ctx.statuses.write().unwrap_or_else(|e| e.into_inner()))
-            .insert(uid.to_string(), status);
+            .insert(uid.to_string(), Arc::new(status));
         self.ctx.status_changed.send_replace(());
         let event = crate::events::kubelet_events::rejected(refusal.reason, refusal.message);
         (self.ctx.events).event(&crate::events::recorder::EventObject::pod(pod), event);

@@ -36,13 +36,16 @@ fn view_and_status(container_id: &str) -> (AgentView, StatusCache) {
     let mut manager = PodManager::new();
     manager.add_pod(pod);
     manager.add_pod(mirror);
-    let status = serde_json::from_value(json!({"containerStatuses": [
+    let status: k8s_openapi::api::core::v1::PodStatus = serde_json::from_value(json!({"containerStatuses": [
         {"name": "app", "containerID": format!("fake://{container_id}"), "state": {"running": {}}},
         {"name": "side", "state": {"waiting": {"reason": "ContainerCreating"}}},
     ]}))
     .unwrap();
     let statuses = StatusCache::default();
-    statuses.write().unwrap().insert(UID.into(), status);
+    statuses
+        .write()
+        .unwrap()
+        .insert(UID.into(), Arc::new(status));
     let view = AgentView {
         manager: Arc::new(manager),
         ..Default::default()

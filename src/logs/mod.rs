@@ -83,7 +83,7 @@ pub async fn locate(
         .unwrap_or_else(|e| e.into_inner())
         .get(&resolved.static_uid)
         .cloned();
-    let id = choose_container(&resolved.pod, status.as_ref(), &container, previous)
+    let id = choose_container(&resolved.pod, status.as_deref(), &container, previous)
         .map_err(choose_error)?;
     let reported = runtime
         .container_status(&id)

@@ -81,10 +81,10 @@ async fn creates_writes_status_replaces_and_survives_failures() {
     // The static pod's status reaches its mirror, once.
     statuses.write().unwrap().insert(
         crate::pod::uid(&v1).to_string(),
-        PodStatus {
+        Arc::new(PodStatus {
             phase: Some("Running".into()),
             ..Default::default()
-        },
+        }),
     );
     reconcile_once(&m, Some(&node), &mirrors, &view(std::slice::from_ref(&v1)))
         .await
@@ -122,7 +122,7 @@ async fn creates_writes_status_replaces_and_survives_failures() {
         statuses
             .write()
             .unwrap()
-            .insert(crate::pod::uid(&v1).to_string(), status);
+            .insert(crate::pod::uid(&v1).to_string(), Arc::new(status));
     };
     set(with_ready(cond("False", Some("ContainersNotReady"))));
     reconcile_once(
@@ -218,7 +218,7 @@ async fn a_stale_copy_is_read_again_and_the_patch_made_from_what_is_stored() {
     statuses
         .write()
         .unwrap()
-        .insert(crate::pod::uid(&web).to_string(), running.clone());
+        .insert(crate::pod::uid(&web).to_string(), Arc::new(running.clone()));
     let n = client.calls().len();
     reconcile_once(&m, Some(&node), &seen, &views())
         .await
@@ -248,7 +248,7 @@ async fn a_stale_copy_is_read_again_and_the_patch_made_from_what_is_stored() {
     statuses
         .write()
         .unwrap()
-        .insert(crate::pod::uid(&web).to_string(), PodStatus::default());
+        .insert(crate::pod::uid(&web).to_string(), Arc::default());
     reconcile_once(&m, Some(&node), &seen, &views())
         .await
         .unwrap();

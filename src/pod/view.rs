@@ -38,8 +38,9 @@ impl AgentView {
     }
 }
 
-/// Statuses by static pod UID. Each worker writes only its own entry.
-pub type StatusCache = Arc<RwLock<HashMap<String, PodStatus>>>;
+/// Statuses by static pod UID. Each worker writes only its own entry, the
+/// same object it keeps as its previous status.
+pub type StatusCache = Arc<RwLock<HashMap<String, Arc<PodStatus>>>>;
 
 /// The configured sources that have not reported yet. Each holds back the
 /// deletion of its own pods only: a URL that never answered must not keep a

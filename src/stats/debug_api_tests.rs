@@ -337,15 +337,16 @@ mod container_logs {
             .run_container("web-n1", STATIC, "app", log.to_str().unwrap())
             .await;
         let mut api = api(&["app"]);
-        let status = serde_json::from_value(json!({"containerStatuses": [
-            {"name": "app", "containerID": format!("fake://{cid}"), "state": {"running": {}}},
-        ]}))
-        .unwrap();
+        let status: k8s_openapi::api::core::v1::PodStatus =
+            serde_json::from_value(json!({"containerStatuses": [
+                {"name": "app", "containerID": format!("fake://{cid}"), "state": {"running": {}}},
+            ]}))
+            .unwrap();
         api.sources
             .statuses
             .write()
             .unwrap()
-            .insert(STATIC.into(), status);
+            .insert(STATIC.into(), Arc::new(status));
         api.runtime = rt.clone();
         (api, rt, cid)
     }

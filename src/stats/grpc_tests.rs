@@ -62,7 +62,7 @@ fn api() -> (StatsApi, watch::Sender<Option<Arc<Sample>>>) {
     let statuses = crate::pod::view::StatusCache::default();
     statuses.write().unwrap().insert(
         STATIC.into(),
-        PodStatus {
+        Arc::new(PodStatus {
             phase: Some("Running".into()),
             container_statuses: Some(vec![ContainerStatus {
                 name: "app".into(),
@@ -70,7 +70,7 @@ fn api() -> (StatsApi, watch::Sender<Option<Arc<Sample>>>) {
                 ..Default::default()
             }]),
             ..Default::default()
-        },
+        }),
     );
     let sources = StatsSources {
         view,

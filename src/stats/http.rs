@@ -112,7 +112,7 @@ impl HttpApi {
             .iter()
             .map(|p| {
                 let mut pod = (**p).clone();
-                pod.status = statuses.get(crate::pod::uid(p)).cloned();
+                pod.status = statuses.get(crate::pod::uid(p)).map(|s| (**s).clone());
                 crate::pod::defaults::apply_display_defaults(&mut pod);
                 let mut item = serde_json::to_value(&pod).unwrap_or_default();
                 // A list's items carry no kind or apiVersion of their own,

@@ -46,7 +46,7 @@ impl StatsSources {
 
     pub fn statuses(
         &self,
-    ) -> std::collections::HashMap<String, k8s_openapi::api::core::v1::PodStatus> {
+    ) -> std::collections::HashMap<String, Arc<k8s_openapi::api::core::v1::PodStatus>> {
         self.statuses.read().map(|s| s.clone()).unwrap_or_default()
     }
 }

@@ -4,6 +4,7 @@
 //! what these functions return.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::PodStatus;
 
@@ -123,7 +124,10 @@ pub fn summary_message(manager: &PodManager, sample: &Sample, only: bool) -> pb:
 
 /// The managed static pods with their phases and restart counts, from the
 /// workers' statuses; sorted by full name.
-pub fn list_pods(manager: &PodManager, statuses: &HashMap<String, PodStatus>) -> Vec<pb::PodInfo> {
+pub fn list_pods(
+    manager: &PodManager,
+    statuses: &HashMap<String, Arc<PodStatus>>,
+) -> Vec<pb::PodInfo> {
     manager
         .get_pods()
         .into_iter()
@@ -134,7 +138,7 @@ pub fn list_pods(manager: &PodManager, statuses: &HashMap<String, PodStatus>) ->
 fn pod_info(
     manager: &PodManager,
     p: std::sync::Arc<Pod>,
-    statuses: &HashMap<String, PodStatus>,
+    statuses: &HashMap<String, Arc<PodStatus>>,
 ) -> pb::PodInfo {
     let seen = pod::annotation(&p, pod::CONFIG_SEEN_ANNOTATION).and_then(parse_time);
     let r = ResolvedPod::of(manager, p);

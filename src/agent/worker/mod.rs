@@ -202,7 +202,7 @@ struct Worker {
     /// read once, and forgotten when the container leaves the observation.
     messages: HashMap<String, String>,
     start_time: Option<jiff::Timestamp>,
-    previous: Option<PodStatus>,
+    previous: Option<Arc<PodStatus>>,
     /// Consecutive failed syncs, for the retry delay.
     errors: u32,
 }
@@ -505,23 +505,24 @@ impl Worker {
             messages: &self.messages,
             start_time: start,
             runtime_name: &self.ctx.runtime_name,
-            previous: self.previous.as_ref(),
+            previous: self.previous.as_deref(),
             now: jiff::Timestamp::now(),
         });
         let phase = |s: Option<&PodStatus>| s.and_then(|s| s.phase.clone()).unwrap_or_default();
-        let (was, now) = (phase(self.previous.as_ref()), phase(Some(&status)));
+        let (was, now) = (phase(self.previous.as_deref()), phase(Some(&status)));
         if was != now {
             // The operator's view of a pod's life: one line per phase change.
             tracing::info!(pod = %pod::full_name(pod), uid = pod::uid(pod), from = %was, to = %now, "pod phase");
-        } else if self.previous.as_ref() != Some(&status) {
+        } else if self.previous.as_deref() != Some(&status) {
             tracing::debug!(pod = %pod::full_name(pod), "pod status changed");
         }
-        let changed = self.previous.as_ref() != Some(&status);
+        let changed = self.previous.as_deref() != Some(&status);
+        let status = Arc::new(status);
         self.ctx
             .statuses
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(pod::uid(pod).to_string(), status.clone());
+            .insert(pod::uid(pod).to_string(), Arc::clone(&status));
         self.previous = Some(status);
         if changed {
             self.ctx.status_changed.send_replace(());
