@@ -36,7 +36,10 @@
 mod common;
 #[path = "common/kubelet_pod.rs"]
 mod kubelet_pod;
+#[path = "common/startup.rs"]
+mod startup;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -52,6 +55,10 @@ fn manifest(name: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: docker.io/library/busybox:latest\n    imagePullPolicy: IfNotPresent\n    command: [sleep, \"3600\"]\n"
     )
+}
+
+fn unix_ns() -> i64 {
+    jiff::Timestamp::now().as_nanosecond() as i64
 }
 
 fn write(dir: &Path, name: &str) {
@@ -165,7 +172,7 @@ impl Agent {
     ) -> Self {
         let (level, stderr) = match log {
             Some(path) => (
-                "warn,crilet::cri::client=debug",
+                startup::LOG_LEVEL,
                 Stdio::from(std::fs::File::create(path).expect("crilet's log")),
             ),
             None => ("warn", Stdio::inherit()),
@@ -231,6 +238,17 @@ fn logged_calls(log: &str, op: &str) -> Vec<Duration> {
         .collect()
 }
 
+/// Makes a raw pod's requests ones the crilet running beside them leaves
+/// alone: it adopts (and removes) only sandboxes and containers with a pod
+/// UID label, and sweeps only pod cgroups under `kubepods`. The requests
+/// otherwise stay crilet's (the raw half's flags give them a root and log
+/// directory of their own, out of reach of its directory sweep).
+fn disown(sandbox: &mut PodSandboxConfig, container: &mut ContainerConfig) {
+    sandbox.labels.remove(labels::POD_UID_LABEL);
+    container.labels.remove(labels::POD_UID_LABEL);
+    sandbox.cgroup_parent = sandbox.cgroup_parent.replace("kubepods", "crilet-raw");
+}
+
 /// Each run's crilet time over its raw time, `1.02 0.98 ...`.
 fn per_run(raw: &[Duration], agent: &[Duration]) -> String {
     (raw.iter().zip(agent))
@@ -261,24 +279,35 @@ async fn main() {
         .tempdir()
         .unwrap();
 
-    // --- 1a. raw: one pod at a time, crilet's requests and a bare config
-    // alternately.
+    // --- 1. one pod at a time, the raw sequence (crilet's requests, and a
+    // bare config) and crilet alternately, with crilet running throughout:
+    // both halves share its idle load (the relist) and the runtime's state.
     let manifests = scratch.path().join("manifests");
     std::fs::create_dir_all(&manifests).unwrap();
-    let flags = agent_flags(&endpoint, &manifests, &scratch.path().join("root"), &extra);
+    let root = scratch.path().join("root");
+    let flags = agent_flags(&endpoint, &manifests, &root, &extra);
+    let raw_flags = agent_flags(&endpoint, &manifests, &scratch.path().join("raw"), &extra);
+    let calls_log = scratch.path().join("crilet-calls.log");
+    let agent = Agent::start_logged(&bin, &endpoint, &manifests, &root, &extra, Some(&calls_log));
+    tokio::time::sleep(Duration::from_secs(2)).await; // started, first SET sent
     let mut raw = Vec::new();
     let mut raw_seen = Vec::new();
     let mut bare = Vec::new();
     let mut raw_steps: [Vec<Duration>; 3] = Default::default();
+    let mut via_agent = Vec::new();
+    let mut written = HashMap::new();
     for i in 0..n {
-        let (sb, c) = pod(10_000 + i, scratch.path());
+        let (mut sb, mut c) = pod(10_000 + i, scratch.path());
+        disown(&mut sb, &mut c);
         let t = Instant::now();
         let id = raw_start(rt.as_ref(), &sb, &c).await;
         bare.push(t.elapsed());
         raw_remove(rt.as_ref(), &id, &sb.cgroup_parent).await;
 
         let name = format!("raw-{i}");
-        let (sb, c) = kubelet_pod::kubelet_pod(rt.as_ref(), &flags, &manifest(&name), NODE).await;
+        let (mut sb, mut c) =
+            kubelet_pod::kubelet_pod(rt.as_ref(), &raw_flags, &manifest(&name), NODE).await;
+        disown(&mut sb, &mut c);
         let t = Instant::now();
         let sequence = async {
             let id = rt.run_pod_sandbox(&sb).await.expect("RunPodSandbox");
@@ -307,23 +336,10 @@ async fn main() {
         let (id, seen) = tokio::join!(sequence, poll);
         raw_seen.push(seen);
         raw_remove(rt.as_ref(), &id, &sb.cgroup_parent).await;
-    }
 
-    // --- 1b. crilet: one manifest at a time
-    let calls_log = scratch.path().join("crilet-calls.log");
-    let agent = Agent::start_logged(
-        &bin,
-        &endpoint,
-        &manifests,
-        &scratch.path().join("root"),
-        &extra,
-        Some(&calls_log),
-    );
-    tokio::time::sleep(Duration::from_secs(2)).await; // started, first SET sent
-    let mut via_agent = Vec::new();
-    for i in 0..n {
         let name = format!("one-{i}");
         let t = Instant::now();
+        written.insert(name.clone(), unix_ns());
         write(&manifests, &name);
         wait_until(
             rt.as_ref(),
@@ -337,8 +353,10 @@ async fn main() {
         wait_empty(rt.as_ref()).await;
     }
 
-    // Its calls for the single pods.
+    // Its calls and start-up traces for the single pods.
     let logged = std::fs::read_to_string(&calls_log).unwrap_or_default();
+    let one_traces = startup::parse(&logged);
+    let one_watch = startup::watch_latency(&one_traces, &written);
 
     drop(agent);
 
@@ -348,6 +366,7 @@ async fn main() {
     // no manifest wants), started 2 s before the manifests are written.
     let names: Vec<String> = (0..pods).map(|i| format!("many-{i}")).collect();
     let (mut raw_many, mut agent_many) = (Vec::new(), Vec::new());
+    let (mut many_traces, mut many_watch) = (Vec::new(), Vec::new());
     for run in 0..runs {
         // crilet's requests for pods of their own, built before the clock.
         let mut configs = Vec::new();
@@ -374,20 +393,29 @@ async fn main() {
             raw_remove(rt.as_ref(), &id, &cg).await;
         }
 
-        let agent = Agent::start(
+        let log = scratch.path().join(format!("crilet-many-{run}.log"));
+        let agent = Agent::start_logged(
             &bin,
             &endpoint,
             &manifests,
             &scratch.path().join("root"),
             &extra,
+            Some(&log),
         );
         tokio::time::sleep(Duration::from_secs(2)).await; // started, first SET sent
         let t = Instant::now();
+        let mut written = HashMap::new();
         for name in &names {
+            written.insert(name.clone(), unix_ns());
             write(&manifests, name);
         }
         wait_until(rt.as_ref(), &names, pods, Duration::from_millis(25)).await;
         agent_many.push(t.elapsed());
+        // Its traces are written once the Running statuses are in.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let traces = startup::parse(&std::fs::read_to_string(&log).unwrap_or_default());
+        many_watch.push(startup::watch_latency(&traces, &written));
+        many_traces.extend(traces);
         for name in &names {
             std::fs::remove_file(manifests.join(format!("{name}.yaml"))).unwrap();
         }
@@ -488,6 +516,17 @@ async fn main() {
         cmed / wmed,
         per_run(&raw_many, &agent_many)
     );
+    println!("   where the time goes: crilet's start-up traces (crilet::pod_startup), each step's");
+    println!("   median, the part of it waited on the runtime, and crilet's own (the rest)");
+    many_watch.sort_by(f64::total_cmp);
+    let many_watch = many_watch
+        .get(many_watch.len() / 2)
+        .copied()
+        .unwrap_or(f64::NAN);
+    startup::print_table(&[
+        ("1 pod", &one_traces, one_watch),
+        (&format!("{pods} pods"), &many_traces, many_watch),
+    ]);
     println!("3. crilet holding {pods} pods idle for {idle} s");
     println!("   max RSS            {:.1} MiB", rss_max as f64 / 1024.0);
     println!("   CPU                {cpu_pct:.2} % of one core");

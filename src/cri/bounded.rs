@@ -40,7 +40,9 @@ impl BoundedRuntime {
     /// Runs one mutating call under a permit.
     async fn bounded<T>(&self, call: impl std::future::Future<Output = Result<T>>) -> Result<T> {
         // The semaphore is never closed, so acquiring cannot fail.
+        let queued = super::wait::InFlight::queue();
         let _permit = self.permits.acquire().await.ok();
+        drop(queued);
         call.await
     }
 }

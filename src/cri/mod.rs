@@ -15,6 +15,7 @@ pub mod endpoint;
 mod error;
 pub mod fake;
 pub mod types;
+pub mod wait;
 
 pub use bounded::BoundedRuntime;
 pub use client::{CriRuntime, RuntimeOptions};

@@ -1,13 +1,13 @@
 //! The kubelet's pod semantics over CRI (`pkg/kubelet/kuberuntime`): the
 //! `io.kubernetes.*` labels, the Pod -> CRI mapping, the plan, crash
 //! back-off, pod status, termination messages, the termination order of a
-//! pod's containers, observation and dead-container GC.
+//! pod's containers, observation, dead-container GC and the start-up trace.
 //!
 //! Invariant: the pure files (`labels`, `mapping`, `plan`, `backoff`,
 //! `status`, `phase`, `termination`, `termination_order`, `observe`,
-//! `container_gc`) do no I/O, read no clock and are not async. Their
+//! `container_gc`, `startup_trace`) do no I/O, read no clock and are not async. Their
 //! drivers: the pod worker (`agent/worker`: `plan`, `status` and `phase`,
-//! `termination_order`), `observe_driver` (the runtime reads),
+//! `termination_order`, `startup_trace`), `observe_driver` (the runtime reads),
 //! `termination_files` (the termination-message files on the host) and
 //! `container_gc_driver` (the dead-container GC loop).
 
@@ -20,6 +20,7 @@ pub mod observe;
 pub mod observe_driver;
 pub mod phase;
 pub mod plan;
+pub mod startup_trace;
 pub mod status;
 pub mod termination;
 pub mod termination_files;

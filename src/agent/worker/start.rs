@@ -67,8 +67,12 @@ impl Worker {
                 });
             }
         }
+        self.mark(Phase::SandboxRequested);
         match rt.run_pod_sandbox(&config).await {
-            Ok(id) => Ok(id),
+            Ok(id) => {
+                self.mark(Phase::SandboxReady);
+                Ok(id)
+            }
             Err(e) => {
                 let event = kubelet_events::failed_create_pod_sandbox(&e.to_string());
                 self.ctx.events.event(&EventObject::pod(pod), event);
@@ -142,7 +146,10 @@ impl Worker {
         sandbox.ips = Some(pod_ips.clone());
         let pod_ip = pod_ips.first().cloned().unwrap_or_default();
         let image = match image {
-            Ok(image) => image,
+            Ok(image) => {
+                self.mark(Phase::ImageResolved);
+                image
+            }
             Err((reason, message)) => {
                 // The kubelet's "Error: <err>": for an image, the error is the
                 // waiting reason itself.
@@ -230,11 +237,15 @@ impl Worker {
         if restart {
             self.backoff.next(name, now);
         }
+        self.mark(Phase::CreateRequested);
         let id = match rt
             .create_container(&sandbox.id, &config, &sandbox_config)
             .await
         {
-            Ok(id) => id,
+            Ok(id) => {
+                self.mark(Phase::Created);
+                id
+            }
             Err(e) => {
                 let message = e.runtime_message();
                 let event = kubelet_events::failed("CreateContainerError", &message);
@@ -251,6 +262,7 @@ impl Worker {
         };
         self.ctx
             .container_event(pod, name, kubelet_events::created(name));
+        self.mark(Phase::StartRequested);
         if let Err(e) = rt.start_container(&id).await {
             let message = e.runtime_message();
             let detail = kubelet_events::without_id(&message, &id, name);
@@ -265,6 +277,7 @@ impl Worker {
             );
             return Err(e);
         }
+        self.mark(Phase::Started);
         self.ctx
             .container_event(pod, name, kubelet_events::started(name));
         self.waiting.remove(name);

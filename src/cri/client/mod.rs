@@ -111,7 +111,9 @@ impl CriRuntime {
         F: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
     {
         let started = std::time::Instant::now();
+        let in_flight = crate::cri::wait::InFlight::enter();
         let result = self.call_inner(op, timeout, fut).await;
+        drop(in_flight);
         let elapsed = started.elapsed();
         tracing::debug!(op, ?elapsed, ok = result.is_ok(), "CRI call");
         if let Some(o) = &self.observer {
