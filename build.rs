@@ -2,12 +2,14 @@
 //! machine without `protoc` builds the crate: our CRI subset (client only)
 //! and crilet's own stats and debug APIs (server and client, plus the
 //! descriptor set that gRPC reflection serves, holding both). Also names
-//! the git commit the binary is built from, for `crilet --version`.
+//! the git commit the binary is built from, for `crilet --version`, and
+//! lays out the release binary's code (`text_order`).
 
 use std::path::{Path, PathBuf};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     git_commit();
+    text_order();
     let cri = "cri/runtime/v1/api.proto";
     let stats = "crilet/stats/v1/stats.proto";
     let debug = "crilet/debug/v1/debug.proto";
@@ -53,6 +55,38 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .compile_fds(fds)?;
     Ok(())
+}
+
+/// The release binary's functions in the order of `build/text-order.txt`
+/// (made by scripts/text-order.sh: the functions an agent runs, first), so
+/// the code a running agent touches shares few pages: the kernel maps a
+/// binary's code 64 KiB around each page touched, and scattered hot code
+/// kept most of the binary resident. Functions the file does not name, or
+/// names no longer in the code, follow in the linker's own order. Also
+/// writes the link map (`crilet.map` in OUT_DIR), from which the script
+/// names the functions. Release builds only: tests and debug builds link
+/// as before.
+fn text_order() {
+    println!("cargo:rerun-if-changed=build/text-order.txt");
+    println!("cargo:rerun-if-env-changed=CRILET_TEXT_ORDER");
+    if std::env::var("PROFILE").as_deref() != Ok("release") {
+        return;
+    }
+    let arg = |a: String| println!("cargo:rustc-link-arg-bin=crilet={a}");
+    if let Ok(out) = std::env::var("OUT_DIR") {
+        arg(format!(
+            "-Wl,-Map={}",
+            Path::new(&out).join("crilet.map").display()
+        ));
+        // The map's names as the ordering file needs them: mangled.
+        arg("-Wl,--no-demangle".into());
+    }
+    // CRILET_TEXT_ORDER=off links without it (to measure what it gives).
+    let order = Path::new(env!("CARGO_MANIFEST_DIR")).join("build/text-order.txt");
+    if order.exists() && std::env::var("CRILET_TEXT_ORDER").as_deref() != Ok("off") {
+        arg(format!("-Wl,--symbol-ordering-file={}", order.display()));
+        arg("-Wl,--no-warn-symbol-ordering".into());
+    }
 }
 
 /// Sets CRILET_GIT_COMMIT to the checkout's short commit, or `unknown`
