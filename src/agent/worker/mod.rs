@@ -21,8 +21,8 @@ use crate::kuberuntime::termination_files::read_message;
 mod hooks;
 mod start;
 mod startup;
-mod write_status;
 mod stop;
+mod write_status;
 
 use crate::cri::wait::RuntimeWait;
 use crate::cri::{ContainerState, PodSandboxState, Runtime, RuntimeError};
