@@ -163,7 +163,12 @@ impl Running {
         std::fs::create_dir_all(&self.root_dir).unwrap();
         let log = std::fs::File::create(&self.log).unwrap();
         let port = lab.port;
-        let child = Command::new(env!("CARGO_BIN_EXE_crilet"))
+        // CRILET_BIN: the shipped release binary (bench.sh sets it), not
+        // this harness's own build, whose profile unwinds and is linked
+        // without the release binary's code order.
+        let bin =
+            std::env::var_os("CRILET_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_crilet").into());
+        let child = Command::new(bin)
             .arg("run")
             .arg("--container-runtime-endpoint")
             .arg(format!("unix://{}", cri.display()))

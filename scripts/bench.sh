@@ -3,9 +3,12 @@
 #   binary        the release binary's size and shared libraries;
 #   cri_sequence  min/median/max of each raw CRI step for a one-container pod,
 #                 then 50 pods at widths 1-16 and the best width;
-#   agent_start   crilet vs the raw sequence (one pod; 50 pods, against the
-#                 raw sequence at cri_sequence's best width, 5 alternating
-#                 runs), and crilet's RSS and CPU while holding 50 pods idle;
+#   agent_start   crilet vs the raw sequence (one pod, the two alternating
+#                 with crilet running; 50 pods, against the raw sequence at
+#                 cri_sequence's best width, 5 alternating runs), where each
+#                 start's time goes (crilet's start-up traces: each step's
+#                 runtime, queue and own time), and crilet's RSS and CPU
+#                 while holding 50 pods idle;
 #   footprint     (per runtime, below) spawn -> first CRI call (20 runs);
 #                 RSS and VmHWM through the start of 100 pods and idle, idle
 #                 CPU; `crilet pods` wall time (20 runs) (CRILET_BENCH_PODS,
@@ -54,8 +57,11 @@
 #                 instance, scripts/parity-env.sh) with an API server of
 #                 their own (/tmp/crilet-bench-parity-apiserver, ports 26445
 #                 and 22383): 1 and 50 pods started and removed, RSS and
-#                 idle CPU holding 50, an idle node's API requests/s; each
-#                 figure for both and the ratio (benches/kubelet_vs_crilet.rs).
+#                 idle CPU holding 50, RSS and CPU holding 100 pods with two
+#                 exec probes each, an idle node's API requests/s; each
+#                 figure for both and the ratio, and the raw CRI floor (one
+#                 pod, 50 pods) with no agent (benches/kubelet_vs_crilet.rs).
+#                 crilet is the release binary (CRILET_BIN).
 #   soak_long     scripts/soak.sh --long on containerd 1.6, containerd 2.1
 #                 and CRI-O 1.32 in turn: 100 probed pods with churn, one
 #                 release crilet never killed, CRILET_BENCH_SOAK_MINUTES (30)
