@@ -44,8 +44,11 @@ impl RestartPolicy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DesiredContainer {
     pub name: String,
-    /// The spec hash (`io.kubernetes.container.hash`).
+    /// The spec hash (`io.kubernetes.container.hash`), the kubelet's.
     pub hash: u64,
+    /// The hash crilet wrote before it took the kubelet's: a container
+    /// carrying it is the same container too (an upgrade restarts nothing).
+    pub legacy_hash: u64,
     /// An init container with `restartPolicy: Always`: a sidecar.
     pub restartable: bool,
     /// It has a startup probe: a sidecar counts as started only once the
@@ -59,9 +62,15 @@ impl DesiredContainer {
         DesiredContainer {
             name: name.into(),
             hash,
+            legacy_hash: hash,
             restartable,
             startup_probe: false,
         }
+    }
+
+    /// A running instance with this hash runs this spec.
+    pub fn same_spec(&self, observed_hash: u64) -> bool {
+        observed_hash == self.hash || observed_hash == self.legacy_hash
     }
 }
 
@@ -283,9 +292,9 @@ pub fn plan(desired: &DesiredPod, observed: &ObservedPod, backoff: &BackOff, now
                 out.actions
                     .push(start(observed, ContainerKind::App, &want.name));
             }
-            Some(c) if c.state == ContainerState::Running && c.hash == want.hash => keep += 1,
+            Some(c) if c.state == ContainerState::Running && want.same_spec(c.hash) => keep += 1,
             Some(c) if matches!(c.state, ContainerState::Running | ContainerState::Created) => {
-                let reason = if c.hash != want.hash {
+                let reason = if !want.same_spec(c.hash) {
                     SPEC_CHANGED
                 } else {
                     NEVER_STARTED
@@ -400,7 +409,7 @@ fn plan_init_containers(ctx: &Ctx, out: &mut Plan) -> bool {
                     } else if !reached {
                         starts.push(i + 1);
                     }
-                    if c.hash != init.hash {
+                    if !init.same_spec(c.hash) {
                         kills.push(kill(c, SIDECAR_SPEC_CHANGED));
                         starts.push(i);
                     }

@@ -226,6 +226,7 @@ fn app_containers_restart_without_waiting_for_a_crashed_sidecar() {
 fn a_changed_sidecar_is_replaced_and_the_rest_left_running() {
     let mut d = usual(RestartPolicy::Always);
     d.init_containers[0].hash = 2;
+    d.init_containers[0].legacy_hash = 2;
     let o = observed(
         vec![ready()],
         vec![

@@ -199,10 +199,22 @@ fn missing_app_container_is_started() {
 fn changed_spec_hash_kills_and_recreates() {
     let o = observed(vec![sandbox("s0", 0, true)], vec![running("s0", "a", 0)]);
     let mut d = pod(RestartPolicy::Always, &[], &["a"]);
-    d.containers[0].hash = 2;
+    d.containers[0] = want("a", 2);
     let p = plan(&d, &o, &BackOff::default(), NOW);
     assert_eq!(kinds(&p), ["Kill(a)", "Start(a)"]);
     assert_eq!(p.actions[1], app("a", 1));
+}
+
+#[test]
+fn a_container_with_the_legacy_hash_of_its_spec_is_kept() {
+    // Started by a crilet before the kubelet's hash (its hash is 1 here).
+    let o = observed(vec![sandbox("s0", 0, true)], vec![running("s0", "a", 0)]);
+    let mut d = pod(RestartPolicy::Always, &[], &["a"]);
+    d.containers[0].hash = 2;
+    assert!(plan(&d, &o, &BackOff::default(), NOW).actions.is_empty());
+    d.containers[0].legacy_hash = 3;
+    let p = plan(&d, &o, &BackOff::default(), NOW);
+    assert_eq!(kinds(&p), ["Kill(a)", "Start(a)"]);
 }
 
 #[test]

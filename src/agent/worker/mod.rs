@@ -164,6 +164,7 @@ pub fn desired_pod(pod: &Pod) -> DesiredPod {
             .map(|c| DesiredContainer {
                 name: c.name.clone(),
                 hash: mapping::container_hash(c),
+                legacy_hash: mapping::legacy_container_hash(c),
                 restartable: pod::is_restartable_init_container(c),
                 startup_probe: c.startup_probe.is_some(),
             })

@@ -1595,8 +1595,13 @@ fn exact_output_for_host_network_busybox() {
     };
     let container = container_config(&ctx(), &p, &spec(&p).containers[0], &start).unwrap();
     let hash = container_hash(&spec(&p).containers[0]);
-    // Pinned: a change here means every running container restarts on upgrade.
-    assert_eq!(format!("{hash:x}"), "27e56ae684b0a7c2");
+    // The kubelet's hash of this name and image (FNV-32a, name and image
+    // only), so either agent keeps the other's container.
+    assert_eq!(format!("{hash:x}"), "eaa9d5b4");
+    // Pinned: what crilet wrote before; a container carrying it is kept, and
+    // a change here restarts every container an older crilet started.
+    let legacy = legacy_container_hash(&spec(&p).containers[0]);
+    assert_eq!(format!("{legacy:x}"), "27e56ae684b0a7c2");
     let want_container = ContainerConfig {
         metadata: ContainerMetadata {
             name: "hello".into(),
@@ -1694,7 +1699,7 @@ fn hashed_container() -> impl Strategy<Value = (String, Vec<String>)> {
 
 proptest! {
     #[test]
-    fn container_hash_is_deterministic_and_sensitive(
+    fn container_hashes_are_deterministic_and_sensitive(
         (image, command) in hashed_container(),
         (other_image, other_command) in hashed_container(),
     ) {
@@ -1706,11 +1711,18 @@ proptest! {
         };
         let c = make(&image, &command);
         prop_assert_eq!(container_hash(&c), container_hash(&c.clone()));
+        prop_assert_eq!(legacy_container_hash(&c), legacy_container_hash(&c.clone()));
         if other_image != image {
             prop_assert_ne!(container_hash(&c), container_hash(&make(&other_image, &command)));
         }
+        // The kubelet's hash covers the name and image only; the legacy
+        // one, the whole spec.
+        prop_assert_eq!(container_hash(&c), container_hash(&make(&image, &other_command)));
         if other_command != command {
-            prop_assert_ne!(container_hash(&c), container_hash(&make(&image, &other_command)));
+            prop_assert_ne!(
+                legacy_container_hash(&c),
+                legacy_container_hash(&make(&image, &other_command))
+            );
         }
     }
 

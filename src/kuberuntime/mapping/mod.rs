@@ -4,7 +4,10 @@
 //!
 //! Invariant: pure. No I/O and no clock; node facts arrive in
 //! [`NodeContext`]. The same pod and context always map to the same
-//! configs, which is what lets [`container_hash`] stand for "spec changed".
+//! configs. A changed manifest is a new static pod (its UID hashes the whole
+//! pod); within one pod the container hash is the kubelet's
+//! ([`container_hash`]: name and image), so each agent knows the other's
+//! containers.
 //!
 //! What the kubelet makes on the host before a container starts is named
 //! here deterministically and made by the worker: the emptyDir directories
@@ -36,6 +39,7 @@
 
 mod annotations;
 mod container;
+mod container_hash;
 mod downward;
 mod env;
 mod pod_resources;
@@ -58,6 +62,7 @@ use security::{
 };
 
 pub use container::{ContainerStart, ImageUser, container_config, subpath_binds};
+pub use container_hash::{container_hash, legacy_container_hash};
 pub use pod_resources::admission_requests;
 pub use resources::hugepage_unit_size;
 pub use sandbox::{host_name_and_domain, sandbox_config, wants_cluster_dns};
@@ -332,15 +337,6 @@ pub fn termination_message_file(
 ) -> PathBuf {
     let dir = ctx.root_dir.join("pods").join(pod_uid).join("containers");
     dir.join(container).join(attempt.to_string())
-}
-
-/// FNV-1a (64 bit) over the container's JSON: any spec change changes it,
-/// and a changed hash is what makes the worker restart the container.
-pub fn container_hash(container: &Container) -> u64 {
-    let bytes = serde_json::to_vec(container).unwrap_or_default();
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 pub fn termination_grace_period(pod: &Pod) -> i64 {
