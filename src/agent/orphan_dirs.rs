@@ -17,7 +17,12 @@
 //! middle leaves the pod cgroup runc made, with no sandbox to find it by.
 //! The kubelet sweeps all three (housekeeping's orphaned pod directories
 //! and pod cgroups, the container GC's pod log directories); so does the
-//! sync loop, after a relist, every [`SWEEP_PERIOD`].
+//! sync loop, after a relist: at most every [`SWEEP_PERIOD`], and only when
+//! something can have become an orphan since the last sweep (the set of pods
+//! it knows changed, or the last sweep left something behind), or else every
+//! [`SWEEP_SAFETY_PERIOD`]. The kubelet reads the directories every 2 s
+//! whatever happened; on an idle node that was most of crilet's file system
+//! calls.
 //!
 //! Invariant: something is removed only when its UID has no pod in the
 //! manager, no worker, no runtime object and every source has reported.
@@ -36,8 +41,34 @@ use crate::cm::cgroup::{pod_cgroup_dirs, remove_pod_cgroup};
 use crate::kuberuntime::mapping::{self, NodeContext};
 use crate::logs::layout::pod_uid_of_log_dir;
 
-/// How often the sync loop sweeps (the kubelet's housekeeping period).
+/// How often the sync loop sweeps at most (the kubelet's housekeeping
+/// period).
 pub const SWEEP_PERIOD: Duration = Duration::from_secs(2);
+/// How often it sweeps when nothing it knows changed.
+pub const SWEEP_SAFETY_PERIOD: Duration = Duration::from_secs(60);
+
+/// Whether a sweep is due: never before `SWEEP_PERIOD` since the last one;
+/// then when the pods it knows changed or the last sweep left something,
+/// or `SWEEP_SAFETY_PERIOD` has passed.
+pub fn sweep_due(since_last: Option<Duration>, known_changed: bool, unfinished: bool) -> bool {
+    match since_last {
+        None => true,
+        Some(since) if since < SWEEP_PERIOD => false,
+        Some(since) => known_changed || unfinished || since >= SWEEP_SAFETY_PERIOD,
+    }
+}
+
+/// An order-free fingerprint of a set of UIDs: changes when one comes or
+/// goes (FNV-1a of each, summed, and the count).
+pub fn known_fingerprint(known: &HashSet<&str>) -> (usize, u64) {
+    let sum = known.iter().fold(0u64, |acc, uid| {
+        let h = uid.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        acc.wrapping_add(h)
+    });
+    (known.len(), sum)
+}
 
 /// The pod UID a directory is named after: `<uid>` under `<root>/pods`,
 /// `<namespace>_<name>_<uid>` under a pod logs directory (`logs`; names
@@ -163,13 +194,17 @@ fn collect_pids(dir: &Path, pids: &mut HashSet<i32>) {
 /// already said (a busy cgroup would otherwise be warned about every time).
 #[derive(Default)]
 pub struct Sweeper {
-    next_at: Option<Instant>,
+    last_at: Option<Instant>,
+    /// The known pods at the last sweep ([`known_fingerprint`]).
+    last_known: (usize, u64),
+    /// The last sweep removed, failed or killed something: sweep again.
+    unfinished: bool,
     warned: HashSet<String>,
 }
 
 impl Sweeper {
-    /// Sweeps if [`SWEEP_PERIOD`] has passed since the last sweep; returns
-    /// what it removed (directories, then cgroup paths).
+    /// Sweeps if one is due ([`sweep_due`]); returns what it removed
+    /// (directories, then cgroup paths).
     pub fn maybe_sweep(
         &mut self,
         node: &NodeContext,
@@ -177,11 +212,17 @@ impl Sweeper {
         known: &HashSet<&str>,
     ) -> Vec<String> {
         let now = Instant::now();
-        if self.next_at.is_some_and(|at| now < at) {
+        let fingerprint = known_fingerprint(known);
+        let since = self.last_at.map(|at| now.saturating_duration_since(at));
+        if !sweep_due(since, fingerprint != self.last_known, self.unfinished) {
             return Vec::new();
         }
-        self.next_at = Some(now + SWEEP_PERIOD);
+        self.last_at = Some(now);
+        self.last_known = fingerprint;
         let (dirs, cgroups) = orphaned(node, cgroup_fs, known);
+        // Anything found at all is looked at again next time: a removal
+        // can fail, and a busy cgroup waits for its processes to die.
+        self.unfinished = !dirs.is_empty() || !cgroups.is_empty();
         let mut removed = Vec::new();
         for dir in dirs {
             let shown = dir.display().to_string();
@@ -234,6 +275,36 @@ impl Sweeper {
 mod tests {
     use super::*;
     use crate::cri::CgroupDriver;
+
+    #[test]
+    fn a_sweep_is_due_when_something_can_have_become_an_orphan() {
+        let s = Duration::from_secs;
+        for (since, changed, unfinished, want) in [
+            (None, false, false, true),
+            (Some(s(1)), true, true, false),
+            (Some(s(2)), false, false, false),
+            (Some(s(2)), true, false, true),
+            (Some(s(2)), false, true, true),
+            (Some(s(59)), false, false, false),
+            (Some(s(60)), false, false, true),
+        ] {
+            assert_eq!(
+                sweep_due(since, changed, unfinished),
+                want,
+                "{since:?} {changed} {unfinished}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_fingerprint_follows_the_set_not_its_order() {
+        let set = |uids: &[&'static str]| uids.iter().copied().collect::<HashSet<&str>>();
+        let a = known_fingerprint(&set(&["u1", "u2", "u3"]));
+        assert_eq!(a, known_fingerprint(&set(&["u3", "u1", "u2"])));
+        assert_ne!(a, known_fingerprint(&set(&["u1", "u2"])));
+        assert_ne!(a, known_fingerprint(&set(&["u1", "u2", "u4"])));
+        assert_ne!(known_fingerprint(&set(&[])), known_fingerprint(&set(&[""])));
+    }
 
     #[test]
     fn uids_by_directory_kind() {
@@ -420,18 +491,32 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn sweeps_once_per_period() {
+    async fn sweeps_at_most_once_per_period_and_only_when_something_changed() {
         let tmp = tempfile::tempdir().unwrap();
         let node = node(tmp.path(), CgroupDriver::Cgroupfs, "/");
         let cg = tmp.path().join("cgroup");
         let mut sweeper = Sweeper::default();
-        let known = HashSet::new();
-        assert!(sweeper.maybe_sweep(&node, &cg, &known).is_empty());
+        let none = HashSet::new();
+        assert!(sweeper.maybe_sweep(&node, &cg, &none).is_empty());
         made(tmp.path(), "pods/gone");
+        // Within the period, not even a change sweeps.
         tokio::time::advance(SWEEP_PERIOD - Duration::from_millis(1)).await;
-        assert!(sweeper.maybe_sweep(&node, &cg, &known).is_empty());
+        let one = HashSet::from(["u1"]);
+        assert!(sweeper.maybe_sweep(&node, &cg, &one).is_empty());
+        // After it, a change in the known pods does.
         tokio::time::advance(Duration::from_millis(1)).await;
-        assert_eq!(sweeper.maybe_sweep(&node, &cg, &known).len(), 1);
+        assert_eq!(sweeper.maybe_sweep(&node, &cg, &one).len(), 1);
+        // It found something: the next period looks again (a removal can
+        // fail), and finds nothing more.
+        tokio::time::advance(SWEEP_PERIOD).await;
+        assert!(sweeper.maybe_sweep(&node, &cg, &one).is_empty());
+        assert!(!sweeper.unfinished);
+        // Nothing changed: only the safety period sweeps again.
+        made(tmp.path(), "pods/gone-too");
+        tokio::time::advance(SWEEP_PERIOD).await;
+        assert!(sweeper.maybe_sweep(&node, &cg, &one).is_empty());
+        tokio::time::advance(SWEEP_SAFETY_PERIOD - SWEEP_PERIOD).await;
+        assert_eq!(sweeper.maybe_sweep(&node, &cg, &one).len(), 1);
     }
 
     #[test]
