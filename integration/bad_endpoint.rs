@@ -187,3 +187,29 @@ async fn trait_calls_fail_with_typed_errors() {
     let err = CriRuntime::connect_lazy("tcp://127.0.0.1:1", RuntimeOptions::default()).unwrap_err();
     assert_eq!(err.code(), tonic::Code::InvalidArgument);
 }
+
+#[test]
+fn takeover_dry_run_names_a_dead_runtime_and_touches_nothing() {
+    let dir = short_tempdir();
+    let ep = format!("unix://{}/containerd.sock", dir.path().display());
+    let root = dir.path().join("root");
+    let start = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_crilet"))
+        .args(["takeover", "--dry-run", "--container-runtime-endpoint", &ep])
+        .args(["--runtime-request-timeout", "2s"])
+        .arg("--root-dir")
+        .arg(&root)
+        .arg("--pod-manifest-path")
+        .arg(dir.path())
+        .env_remove("CRILET_LOG")
+        .output()
+        .expect("run crilet");
+    let o = Outcome {
+        code: out.status.code(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        took: start.elapsed(),
+    };
+    assert_clear_failure(&o, &ep, "does not exist");
+    assert!(!root.exists(), "a dry run writes nothing");
+}

@@ -67,26 +67,53 @@ pub struct Running {
 }
 
 /// Starts `agent` on the runtime socket `cri` (the harness's recording
-/// proxy, or the runtime itself), and waits until it serves `/pods`.
+/// proxy, or the runtime itself), on a root directory of its own that it
+/// starts afresh, and waits until it serves `/pods`.
 pub fn start(lab: &Lab, agent: Agent, cri: &Path) -> Running {
     let root_dir = lab.dir.join(agent.name());
     let pod_logs_dir = lab.dir.join(format!("{}-pod-logs", agent.name()));
+    start_on(lab, agent, cri, &root_dir, &pod_logs_dir, true)
+}
+
+/// Starts `agent` on the node as the other agent left it: the kubelet's
+/// root and pod logs directories, kept as they are (a node moving from one
+/// agent to the other, `takeover.rs`).
+pub fn take_over(lab: &Lab, agent: Agent, cri: &Path) -> Running {
+    let (root_dir, pod_logs_dir) = kubelet_dirs(lab);
+    start_on(lab, agent, cri, &root_dir, &pod_logs_dir, false)
+}
+
+/// The kubelet's root and pod logs directories.
+pub fn kubelet_dirs(lab: &Lab) -> (PathBuf, PathBuf) {
+    let name = Agent::Kubelet.name();
+    (lab.dir.join(name), lab.dir.join(format!("{name}-pod-logs")))
+}
+
+fn start_on(
+    lab: &Lab,
+    agent: Agent,
+    cri: &Path,
+    root_dir: &Path,
+    pod_logs_dir: &Path,
+    afresh: bool,
+) -> Running {
     let mut running = Running {
         agent,
         log: match agent {
             Agent::Kubelet => root_dir.join("kubelet.log"),
-            Agent::Crilet => lab.dir.join("crilet.log"),
+            Agent::Crilet if afresh => lab.dir.join("crilet.log"),
+            Agent::Crilet => lab.dir.join("crilet-takeover.log"),
         },
-        root_dir,
-        pod_logs_dir,
+        root_dir: root_dir.to_path_buf(),
+        pod_logs_dir: pod_logs_dir.to_path_buf(),
         crilet: None,
         sysctls: Vec::new(),
         stopped: false,
         lab: lab.clone(),
     };
     match agent {
-        Agent::Kubelet => running.start_kubelet(cri),
-        Agent::Crilet => running.start_crilet(cri),
+        Agent::Kubelet => running.start_kubelet(cri, afresh),
+        Agent::Crilet => running.start_crilet(cri, afresh),
     }
     let healthy = wait_for(Duration::from_secs(60), Duration::from_millis(200), || {
         lab.get("/pods").map(|_| ())
@@ -102,19 +129,23 @@ pub fn start(lab: &Lab, agent: Agent, cri: &Path) -> Running {
 }
 
 impl Running {
-    fn start_kubelet(&mut self, cri: &Path) {
+    fn start_kubelet(&mut self, cri: &Path, afresh: bool) {
         let lab = &self.lab;
-        let down = lab.lab_scripts.join("kubelet-down.sh");
-        let _ = run(Command::new("bash")
-            .arg(&down)
-            .arg(&self.root_dir)
-            .arg("--purge"));
+        let mut down = Command::new("bash");
+        down.arg(lab.lab_scripts.join("kubelet-down.sh"))
+            .arg(&self.root_dir);
+        if afresh {
+            down.arg("--purge");
+        }
+        let _ = run(&mut down);
         self.sysctls = KUBELET_SYSCTLS
             .iter()
             .filter_map(|p| Some((*p, std::fs::read_to_string(p).ok()?.trim().to_string())))
             .collect();
         std::fs::create_dir_all(&self.root_dir).unwrap();
-        let _ = std::fs::remove_dir_all(&self.pod_logs_dir);
+        if afresh {
+            let _ = std::fs::remove_dir_all(&self.pod_logs_dir);
+        }
         // podLogsDir is a config-file field only (no flag in v1.32). The
         // eviction thresholds and image GC are set as crilet's below: the
         // machine's shared disk may be nearly full, and under DiskPressure
@@ -156,53 +187,14 @@ impl Running {
         }
     }
 
-    fn start_crilet(&mut self, cri: &Path) {
-        let lab = &self.lab;
-        let _ = std::fs::remove_dir_all(&self.root_dir);
-        let _ = std::fs::remove_dir_all(&self.pod_logs_dir);
+    fn start_crilet(&mut self, cri: &Path, afresh: bool) {
+        if afresh {
+            let _ = std::fs::remove_dir_all(&self.root_dir);
+            let _ = std::fs::remove_dir_all(&self.pod_logs_dir);
+        }
         std::fs::create_dir_all(&self.root_dir).unwrap();
         let log = std::fs::File::create(&self.log).unwrap();
-        let port = lab.port;
-        // CRILET_BIN: the shipped release binary (bench.sh sets it), not
-        // this harness's own build, whose profile unwinds and is linked
-        // without the release binary's code order.
-        let bin =
-            std::env::var_os("CRILET_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_crilet").into());
-        let child = Command::new(bin)
-            .arg("run")
-            .arg("--container-runtime-endpoint")
-            .arg(format!("unix://{}", cri.display()))
-            .arg("--pod-manifest-path")
-            .arg(lab.manifests())
-            .args(["--hostname-override", &lab.node, "--node-ip", &lab.node_ip])
-            .arg("--kubeconfig")
-            .arg(&lab.node_kubeconfig)
-            .arg("--root-dir")
-            .arg(&self.root_dir)
-            .args(["--cgroup-root", &format!("/{}", lab.cgroup_root)])
-            .args(["--address", "127.0.0.1", "--port", &port.to_string()])
-            .args([
-                "--http-address",
-                &format!("127.0.0.1:{}", lab.read_only_port()),
-            ])
-            .arg("--pod-logs-dir")
-            .arg(&self.pod_logs_dir)
-            // The kubelet's links go to /var/log/containers (it has no
-            // setting for them); crilet's to a directory of the run's.
-            .arg("--container-logs-dir")
-            .arg(lab.dir.join("crilet-container-logs"))
-            .args([
-                "--image-gc-high-threshold",
-                "100",
-                "--image-gc-low-threshold",
-                "99",
-            ])
-            .arg("--eviction-hard")
-            .arg(
-                EVICTION_HARD
-                    .map(|(signal, v)| format!("{signal}<{v}"))
-                    .join(","),
-            )
+        let child = crilet_command("run", &self.lab, cri, &self.root_dir, &self.pod_logs_dir)
             .env("CRILET_LOG", "info")
             .env_remove("NOTIFY_SOCKET")
             .stdin(Stdio::null())
@@ -256,6 +248,59 @@ impl Running {
             }
         }
     }
+}
+
+/// `crilet <command>` (`run`, or `takeover --dry-run`) with the flags the
+/// harness runs crilet with, on `root_dir` and `pod_logs_dir`.
+pub fn crilet_command(
+    command: &str,
+    lab: &Lab,
+    cri: &Path,
+    root_dir: &Path,
+    pod_logs_dir: &Path,
+) -> Command {
+    let port = lab.port;
+    // CRILET_BIN: the shipped release binary (bench.sh sets it), not
+    // this harness's own build, whose profile unwinds and is linked
+    // without the release binary's code order.
+    let bin = std::env::var_os("CRILET_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_crilet").into());
+    let mut crilet = Command::new(bin);
+    crilet.args(command.split(' '));
+    crilet
+        .arg("--container-runtime-endpoint")
+        .arg(format!("unix://{}", cri.display()))
+        .arg("--pod-manifest-path")
+        .arg(lab.manifests())
+        .args(["--hostname-override", &lab.node, "--node-ip", &lab.node_ip])
+        .arg("--kubeconfig")
+        .arg(&lab.node_kubeconfig)
+        .arg("--root-dir")
+        .arg(root_dir)
+        .args(["--cgroup-root", &format!("/{}", lab.cgroup_root)])
+        .args(["--address", "127.0.0.1", "--port", &port.to_string()])
+        .args([
+            "--http-address",
+            &format!("127.0.0.1:{}", lab.read_only_port()),
+        ])
+        .arg("--pod-logs-dir")
+        .arg(pod_logs_dir)
+        // The kubelet's links go to /var/log/containers (it has no
+        // setting for them); crilet's to a directory of the run's.
+        .arg("--container-logs-dir")
+        .arg(lab.dir.join("crilet-container-logs"))
+        .args([
+            "--image-gc-high-threshold",
+            "100",
+            "--image-gc-low-threshold",
+            "99",
+        ])
+        .arg("--eviction-hard")
+        .arg(
+            EVICTION_HARD
+                .map(|(signal, v)| format!("{signal}<{v}"))
+                .join(","),
+        );
+    crilet
 }
 
 impl Drop for Running {

@@ -31,6 +31,7 @@ mod lab;
 mod normalize;
 mod report;
 mod settle;
+mod takeover;
 
 use std::path::Path;
 

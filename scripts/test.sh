@@ -274,7 +274,8 @@ JOBS=() JOB_NAMES=()
 # passes above are done, so the two agents' runs share the machine with
 # nothing else but each other. containerd 1.6 and CRI-O 1.32 by default
 # (CRILET_PARITY_RUNTIMES; `scripts/bench.sh parity` adds containerd 2.1).
-# Each run's captures, report and both agents' logs stay in
+# Then, on the same instance, a node moved from the kubelet to crilet and
+# back (parity/takeover.rs). Each run's captures, report and both agents' logs stay in
 # /tmp/crilet-parity-run-<runtime> (parity-env.sh down removes them at the
 # end: a failed run's report is printed whole first).
 PARITY=$(cargo test --test parity --no-run --message-format=json 2>/dev/null |
@@ -291,9 +292,10 @@ for kind in ${CRILET_PARITY_RUNTIMES:-containerd1 crio}; do
     CRILET_KUBE_TEST_ETCD_PORT=$API_ETCD bash "$ROOT/scripts/apiserver-env.sh" up)
   PARITY_UP+=("$kind")
   PARITY_ENV=$(bash "$ROOT/scripts/parity-env.sh" up "$kind")
-  say "[parity-$kind] the kubelet and crilet over parity/corpus on $kind (in the background)"
+  say "[parity-$kind] the kubelet and crilet over parity/corpus, then the takeover, on $kind (in the background)"
   job "parity-$kind" env $(sed -n 's/^export //p' <<<"$KUBE_ENV") $(sed -n 's/^export //p' <<<"$PARITY_ENV") \
-    "$PARITY" --ignored --exact kubelet_and_crilet_agree_over_the_corpus --nocapture
+    "$PARITY" --ignored --exact --test-threads 1 kubelet_and_crilet_agree_over_the_corpus \
+    takeover::crilet_takes_the_node_over_from_the_kubelet_and_hands_it_back --nocapture
 done
 for i in "${!JOBS[@]}"; do
   name=${JOB_NAMES[$i]} rc=0

@@ -106,6 +106,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let plan = agent_client::plan_image_gc(&a.socket).await?;
             print_as(a.output, &plan, |p| p.report.clone())
         }
+        Command::Takeover(a) => {
+            print!("{}", crilet::cli::takeover_report::dry_run(&a).await?);
+            Ok(())
+        }
         Command::Logs(a) => {
             let req = debug::logs_request(&a)?;
             Ok(debug::logs(&a.socket, req, &mut std::io::stdout()).await?)

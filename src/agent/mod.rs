@@ -11,10 +11,12 @@
 //! What lives here is the sync loop (this file, and `sync_pleg`: its half
 //! of the PLEG, relisting and waking workers), the pod workers (`worker`),
 //! the settings (`config`), the process setup (`process`, `sd_notify`),
-//! the URL source's wiring (`url_source`) and the sweep of orphaned pod
-//! leftovers (`orphan_dirs`); each subsystem it drives has a folder of its
+//! the URL source's wiring (`url_source`), the sweep of orphaned pod
+//! leftovers (`orphan_dirs`) and the takeover of the kubelet's pods
+//! (`adopt`); each subsystem it drives has a folder of its
 //! own (scripts/layers.txt says which may use which).
 
+mod adopt;
 pub mod config;
 pub mod orphan_dirs;
 pub mod process;
@@ -204,6 +206,8 @@ struct SyncLoop {
     refused: HashSet<String>,
     /// The relist and the container events.
     pleg: PlegState,
+    /// The kubelet's pods crilet keeps, under their UIDs.
+    adoption: adopt::Adoption,
     ctx: Arc<WorkerContext>,
     cancel: CancellationToken,
     view_tx: watch::Sender<Arc<AgentView>>,
@@ -225,6 +229,7 @@ impl SyncLoop {
             waiting_for_name: HashMap::new(),
             refused: HashSet::new(),
             pleg: PlegState::new(events),
+            adoption: adopt::Adoption::load(&ctx.node.root_dir),
             ctx,
             cancel,
             view_tx,
@@ -251,7 +256,11 @@ impl SyncLoop {
                     return;
                 }
                 set = sets.recv(), if sources_open => match set {
-                    Some(set) => self.handle_set(set),
+                    Some(mut set) => {
+                        let ctx = self.ctx.clone();
+                        (self.adoption).on_set(ctx.runtime.as_ref(), &ctx.node, &mut set).await;
+                        self.handle_set(set)
+                    }
                     None => sources_open = false,
                 },
                 Some(d) = done.recv() => self.handle_done(d),

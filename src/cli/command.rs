@@ -75,6 +75,11 @@ pub enum Command {
     /// validation, defaulting, trust); needs no runtime. Exits 1 on any
     /// refused manifest.
     Validate(super::validate::ValidateArgs),
+    /// Taking a node over from the kubelet: with --dry-run and the flags
+    /// `crilet run` will have, what it would keep of the pods the kubelet
+    /// left running (under their UIDs, no container restarted), what it would
+    /// replace, and why. Nothing is changed.
+    Takeover(Box<super::takeover_report::TakeoverArgs>),
     /// Image garbage collection: with --dry-run, what would be removed now
     /// and why (nothing is removed; the agent collects on its own period).
     Gc {

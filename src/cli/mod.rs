@@ -7,6 +7,7 @@ pub mod agent_client;
 pub mod command;
 pub mod debug;
 pub mod runtime_info;
+pub mod takeover_report;
 pub mod validate;
 
 /// How a command prints its result.

@@ -105,6 +105,9 @@ impl Runtime for BoundedRuntime {
     async fn container_status(&self, id: &str) -> Result<ContainerStatus> {
         self.inner.container_status(id).await
     }
+    async fn container_process(&self, id: &str) -> Result<Option<(Vec<String>, Vec<String>)>> {
+        self.inner.container_process(id).await
+    }
     async fn exec_sync(
         &self,
         id: &str,

@@ -104,3 +104,17 @@ async fn at_most_limit_calls_run_at_once_and_all_finish() {
     let b = BoundedRuntime::new(Arc::new(FakeRuntime::new()), 0);
     b.run_pod_sandbox(&sandbox("a")).await.unwrap();
 }
+
+#[tokio::test]
+async fn reads_with_a_default_body_in_the_trait_are_passed_on_too() {
+    // A default method the wrapper forgot would answer the trait's default
+    // (nothing) instead of the runtime's.
+    let fake = Arc::new(FakeRuntime::new());
+    let b = BoundedRuntime::new(fake.clone(), 1);
+    let cid = fake.run_container("p", "uid-p", "c", "/dev/null").await;
+    assert_eq!(
+        b.container_process(&cid).await.unwrap(),
+        fake.container_process(&cid).await.unwrap()
+    );
+    assert!(b.container_process(&cid).await.unwrap().is_some());
+}

@@ -85,6 +85,13 @@ pub trait Runtime: Send + Sync {
     async fn remove_container(&self, id: &str) -> Result<()>;
     async fn list_containers(&self, filter: &ContainerFilter) -> Result<Vec<Container>>;
     async fn container_status(&self, id: &str) -> Result<ContainerStatus>;
+    /// The container's OCI process as the runtime built it (`args`, and
+    /// `env` as `K=V`), from its verbose status (`info.runtimeSpec.process`,
+    /// which containerd and CRI-O both report); `None` when it does not tell.
+    async fn container_process(&self, id: &str) -> Result<Option<(Vec<String>, Vec<String>)>> {
+        let _ = id;
+        Ok(None)
+    }
     /// Runs `cmd` in a container and waits at most `timeout` for it.
     async fn exec_sync(
         &self,

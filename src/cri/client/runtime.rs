@@ -245,6 +245,18 @@ impl Runtime for CriRuntime {
         Ok(container_status_from(status))
     }
 
+    async fn container_process(&self, id: &str) -> Result<Option<(Vec<String>, Vec<String>)>> {
+        let r = rpc!(
+            self,
+            "ContainerStatus",
+            runtime.container_status(pb::ContainerStatusRequest {
+                container_id: id.into(),
+                verbose: true,
+            })
+        )?;
+        Ok(r.info.get("info").and_then(|info| oci_process(info)))
+    }
+
     async fn exec_sync(
         &self,
         id: &str,
@@ -460,4 +472,20 @@ impl Runtime for CriRuntime {
                 .collect(),
         })
     }
+}
+
+/// `runtimeSpec.process` of a verbose status's `info` JSON.
+fn oci_process(info: &str) -> Option<(Vec<String>, Vec<String>)> {
+    let info: serde_json::Value = serde_json::from_str(info).ok()?;
+    let process = info.get("runtimeSpec")?.get("process")?;
+    let strings = |key: &str| -> Vec<String> {
+        (process
+            .get(key)
+            .and_then(|v| v.as_array())
+            .into_iter()
+            .flatten())
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect()
+    };
+    Some((strings("args"), strings("env")))
 }

@@ -270,6 +270,18 @@ impl Runtime for FakeRuntime {
             .collect())
     }
 
+    async fn container_process(&self, id: &str) -> Result<Option<(Vec<String>, Vec<String>)>> {
+        let s = self.enter("ContainerStatus", id).await?;
+        let c = s
+            .containers
+            .get(id)
+            .ok_or_else(|| not_found("ContainerStatus", id))?;
+        // As a runtime builds it from an image with no entrypoint or env.
+        let args = c.config.command.iter().chain(&c.config.args).cloned();
+        let env = c.config.envs.iter().map(|(k, v)| format!("{k}={v}"));
+        Ok(Some((args.collect(), env.collect())))
+    }
+
     async fn container_status(&self, id: &str) -> Result<ContainerStatus> {
         let s = self.enter("ContainerStatus", id).await?;
         let c = s
