@@ -9,7 +9,10 @@
 //! keeps what crilet kept.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 
@@ -17,6 +20,7 @@ use crate::agents::{self, Agent, crilet_command, kubelet_dirs};
 use crate::lab::{Lab, run, wait_for};
 use crate::settle;
 
+/// The test's own pods (name, manifest).
 const PODS: [(&str, &str); 4] = [
     (
         "probed",
@@ -81,6 +85,190 @@ spec:
     ),
 ];
 
+/// The control plane's pods: etcd and kube-apiserver as kubeadm v1.32
+/// writes their manifests (host network, system-node-critical, probes on
+/// the components' own health endpoints), running the lab's own binaries
+/// (mounted from the host: no image of them can be pulled here) with the
+/// flags of the lab's API server, on ports of their own.
+const CONTROL_PLANE: [&str; 2] = ["etcd", "kube-apiserver"];
+
+fn control_plane(lab: &Lab) -> Vec<(String, String)> {
+    let bin = |name: &str| {
+        let path = run(Command::new("bash")
+            .arg(lab.lab_scripts.join("bin.sh"))
+            .arg(name))
+        .unwrap_or_else(|e| panic!("bin.sh {name}: {e}"));
+        path.trim().to_string()
+    };
+    let (etcd_port, api_port) = (control_plane_port(lab, 0), control_plane_port(lab, 3));
+    let data = lab.dir.join("control-plane-etcd");
+    let _ = std::fs::remove_dir_all(&data);
+    let etcd = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  annotations: {{kubeadm.kubernetes.io/etcd.advertise-client-urls: "http://127.0.0.1:{etcd_port}"}}
+  labels: {{component: etcd, tier: control-plane}}
+  name: etcd
+  namespace: kube-system
+spec:
+  hostNetwork: true
+  priorityClassName: system-node-critical
+  securityContext: {{seccompProfile: {{type: RuntimeDefault}}}}
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: etcd
+    image: docker.io/library/busybox:latest
+    imagePullPolicy: IfNotPresent
+    command:
+    - /usr/local/bin/etcd
+    - --name=cp
+    - --data-dir=/var/lib/etcd
+    - --listen-client-urls=http://127.0.0.1:{etcd_port}
+    - --advertise-client-urls=http://127.0.0.1:{etcd_port}
+    - --listen-peer-urls=http://127.0.0.1:{peer}
+    - --initial-advertise-peer-urls=http://127.0.0.1:{peer}
+    - --initial-cluster=cp=http://127.0.0.1:{peer}
+    - --listen-metrics-urls=http://127.0.0.1:{metrics}
+    - --snapshot-count=10000
+    livenessProbe:
+      failureThreshold: 8
+      httpGet: {{host: 127.0.0.1, path: /livez, port: {metrics}, scheme: HTTP}}
+      initialDelaySeconds: 10
+      periodSeconds: 10
+      timeoutSeconds: 15
+    readinessProbe:
+      failureThreshold: 3
+      httpGet: {{host: 127.0.0.1, path: /readyz, port: {metrics}, scheme: HTTP}}
+      periodSeconds: 1
+      timeoutSeconds: 15
+    startupProbe:
+      failureThreshold: 24
+      httpGet: {{host: 127.0.0.1, path: /readyz, port: {metrics}, scheme: HTTP}}
+      initialDelaySeconds: 1
+      periodSeconds: 1
+      timeoutSeconds: 15
+    resources: {{requests: {{cpu: 100m, memory: 100Mi}}}}
+    volumeMounts:
+    - {{mountPath: /var/lib/etcd, name: etcd-data}}
+    - {{mountPath: /usr/local/bin/etcd, name: etcd-bin, readOnly: true}}
+  volumes:
+  - hostPath: {{path: {data}, type: DirectoryOrCreate}}
+    name: etcd-data
+  - hostPath: {{path: {etcd_bin}, type: File}}
+    name: etcd-bin
+"#,
+        peer = etcd_port + 1,
+        metrics = etcd_port + 2,
+        data = data.display(),
+        etcd_bin = bin("etcd"),
+    );
+    // The lab's API server's own flags, on the control plane's etcd and port.
+    let kubeconfig_dir = lab.admin_kubeconfig.parent().unwrap();
+    let pid = std::fs::read_to_string(kubeconfig_dir.join("kube-apiserver.pid")).unwrap();
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", pid.trim())).unwrap();
+    let flags: Vec<String> = (cmdline.split(|b| *b == 0).skip(1))
+        .filter(|f| !f.is_empty())
+        .map(|f| String::from_utf8_lossy(f).into_owned())
+        .map(|f| match f.split_once('=') {
+            Some(("--etcd-servers", _)) => format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
+            Some(("--secure-port", _)) => format!("--secure-port={api_port}"),
+            _ => f,
+        })
+        .collect();
+    let command: String = flags.iter().map(|f| format!("    - \"{f}\"\n")).collect();
+    let pki = kubeconfig_dir.join("pki");
+    let apiserver = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  labels: {{component: kube-apiserver, tier: control-plane}}
+  name: kube-apiserver
+  namespace: kube-system
+spec:
+  hostNetwork: true
+  priorityClassName: system-node-critical
+  securityContext: {{seccompProfile: {{type: RuntimeDefault}}}}
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: kube-apiserver
+    image: docker.io/library/busybox:latest
+    imagePullPolicy: IfNotPresent
+    command:
+    - /usr/local/bin/kube-apiserver
+{command}    livenessProbe:
+      failureThreshold: 8
+      httpGet: {{host: 127.0.0.1, path: /livez, port: {api_port}, scheme: HTTPS}}
+      initialDelaySeconds: 10
+      periodSeconds: 10
+      timeoutSeconds: 15
+    readinessProbe:
+      failureThreshold: 3
+      httpGet: {{host: 127.0.0.1, path: /readyz, port: {api_port}, scheme: HTTPS}}
+      periodSeconds: 1
+      timeoutSeconds: 15
+    startupProbe:
+      failureThreshold: 24
+      httpGet: {{host: 127.0.0.1, path: /livez, port: {api_port}, scheme: HTTPS}}
+      initialDelaySeconds: 1
+      periodSeconds: 1
+      timeoutSeconds: 15
+    resources: {{requests: {{cpu: 250m}}}}
+    volumeMounts:
+    - {{mountPath: {pki}, name: k8s-certs, readOnly: true}}
+    - {{mountPath: /usr/local/bin/kube-apiserver, name: apiserver-bin, readOnly: true}}
+  volumes:
+  - hostPath: {{path: {pki}, type: DirectoryOrCreate}}
+    name: k8s-certs
+  - hostPath: {{path: {apiserver_bin}, type: File}}
+    name: apiserver-bin
+"#,
+        pki = pki.display(),
+        apiserver_bin = bin("kube-apiserver"),
+    );
+    vec![("etcd".into(), etcd), ("kube-apiserver".into(), apiserver)]
+}
+
+/// The control plane's ports: the run's port + 1100 + n.
+fn control_plane_port(lab: &Lab, n: u16) -> u16 {
+    lab.port + 1100 + n
+}
+
+/// Polls the control plane's API server every 100 ms until told to stop;
+/// returns the polls made and the failed ones (when, and what).
+struct Poller {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<(usize, Vec<String>)>,
+}
+
+impl Poller {
+    fn start(url: String) -> Poller {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let (started, mut polls, mut failed) = (Instant::now(), 0, Vec::new());
+            while !flag.load(Ordering::Relaxed) {
+                let at = Instant::now();
+                let answer = run(Command::new("curl").args(["-sSk", "--max-time", "2", &url]));
+                polls += 1;
+                match answer {
+                    Ok(body) if body.trim() == "ok" => {}
+                    Ok(body) => failed.push(format!("{:.1?}: {body}", started.elapsed())),
+                    Err(e) => failed.push(format!("{:.1?}: {e}", started.elapsed())),
+                }
+                std::thread::sleep(Duration::from_millis(100).saturating_sub(at.elapsed()));
+            }
+            (polls, failed)
+        });
+        Poller { stop, thread }
+    }
+
+    fn finish(self) -> (usize, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
 /// What the runtime and the API server hold for one pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Held {
@@ -92,11 +280,12 @@ struct Held {
 }
 
 fn held(lab: &Lab) -> BTreeMap<String, Held> {
+    let names = PODS.iter().map(|(n, _)| *n).chain(CONTROL_PLANE);
     let sandboxes = lab.crictl_json(&["pods", "-o", "json"]);
     let containers = lab.crictl_json(&["ps", "-a", "-o", "json"]);
     let mirrors = lab.node_pods_json();
     let mut out = BTreeMap::new();
-    for (name, _) in PODS {
+    for name in names {
         let full = format!("{name}-{}", lab.node);
         let mine = |s: &&Json| s["metadata"]["name"] == full.as_str();
         let all: Vec<&Json> = (sandboxes["items"].as_array().into_iter().flatten())
@@ -137,10 +326,10 @@ fn held(lab: &Lab) -> BTreeMap<String, Held> {
 /// Waits until the agent's `/pods` shows every pod Running and Ready and
 /// the mirror pods agree with it.
 fn until_ready(lab: &Lab, agent: Agent) -> Json {
-    let ready = wait_for(Duration::from_secs(120), Duration::from_secs(1), || {
+    let ready = wait_for(Duration::from_secs(240), Duration::from_secs(1), || {
         let pods = lab.get("/pods")?;
         let items = pods["items"].as_array()?;
-        let all = items.len() == PODS.len()
+        let all = items.len() == PODS.len() + CONTROL_PLANE.len()
             && items.iter().all(|p| {
                 let conditions = p["status"]["conditions"].as_array();
                 p["status"]["phase"] == "Running"
@@ -164,6 +353,9 @@ fn write_pods(lab: &Lab) {
     for (name, text) in PODS {
         std::fs::write(dir.join(format!("{name}.yaml")), text).unwrap();
     }
+    for (name, text) in control_plane(lab) {
+        std::fs::write(dir.join(format!("{name}.yaml")), text).unwrap();
+    }
 }
 
 #[test]
@@ -181,6 +373,10 @@ fn crilet_takes_the_node_over_from_the_kubelet_and_hands_it_back() {
     let mut kubelet = agents::start(&lab, Agent::Kubelet, &cri);
     until_ready(&lab, Agent::Kubelet);
     let before = held(&lab);
+    // The control plane's API server, polled from now until the node is
+    // back with the kubelet.
+    let readyz = format!("https://127.0.0.1:{}/readyz", control_plane_port(&lab, 3));
+    let poller = Poller::start(readyz);
     kubelet.stop();
     for (name, h) in &before {
         assert!(
@@ -195,24 +391,18 @@ fn crilet_takes_the_node_over_from_the_kubelet_and_hands_it_back() {
 
     // What crilet would do, before anything is touched.
     let (root_dir, pod_logs_dir) = kubelet_dirs(&lab);
-    let report = run(&mut crilet_command(
-        "takeover --dry-run",
-        &lab,
-        &cri,
-        &root_dir,
-        &pod_logs_dir,
-    ))
-    .unwrap_or_else(|e| panic!("crilet takeover --dry-run: {e}"));
+    let mut dry_run = crilet_command("takeover --dry-run", &lab, &cri, &root_dir, &pod_logs_dir);
+    let report = run(&mut dry_run).unwrap_or_else(|e| panic!("crilet takeover --dry-run: {e}"));
     eprintln!(
         "parity [{}]: crilet takeover --dry-run:\n{report}",
         lab.runtime
     );
     std::fs::write(lab.dir.join("takeover-dry-run.txt"), &report).unwrap();
-    for (name, _) in PODS {
+    for name in before.keys() {
         let line = (report.lines())
-            .find(|l| l.contains(&format!(" default/{name}-{}:", lab.node)))
+            .find(|l| l.contains(&format!("/{name}-{}:", lab.node)))
             .unwrap_or_else(|| panic!("no line for {name}:\n{report}"));
-        match name {
+        match name.as_str() {
             "edited" => assert!(
                 line.starts_with("replace")
                     && line
@@ -231,8 +421,8 @@ fn crilet_takes_the_node_over_from_the_kubelet_and_hands_it_back() {
     std::thread::sleep(Duration::from_secs(10));
     let after = held(&lab);
     let log = crilet.log.display().to_string();
-    for (name, _) in PODS {
-        let (was, is) = (&before[name], &after[name]);
+    for (name, was) in &before {
+        let is = &after[name];
         if name == "edited" {
             assert_ne!(
                 is.sandbox, was.sandbox,
@@ -246,7 +436,7 @@ fn crilet_takes_the_node_over_from_the_kubelet_and_hands_it_back() {
         } else {
             assert_eq!(
                 is, was,
-                "{name}: crilet kept nothing of it the same (log {log})"
+                "{name}: crilet did not keep it as it was (log {log})"
             );
         }
     }
@@ -261,24 +451,38 @@ fn crilet_takes_the_node_over_from_the_kubelet_and_hands_it_back() {
     crilet.stop();
 
     // And back: the kubelet keeps what crilet kept; the pod crilet started
-    // itself (its own UID) it replaces (docs/running.md says why).
+    // itself (its own UID) it replaces (docs/takeover.md says why).
     let mut kubelet = agents::take_over(&lab, Agent::Kubelet, &cri);
     until_ready(&lab, Agent::Kubelet);
     std::thread::sleep(Duration::from_secs(10));
+    let (polls, failed) = poller.finish();
     let back = held(&lab);
-    for (name, _) in PODS {
+    for (name, was) in &after {
         if name == "edited" {
-            assert_ne!(back[name].sandbox, after[name].sandbox, "{name}");
+            assert_ne!(back[name].sandbox, was.sandbox, "{name}");
         } else {
             assert_eq!(
-                back[name], after[name],
-                "{name}: the kubelet kept nothing of it the same"
+                &back[name], was,
+                "{name}: the kubelet did not keep it as it was"
             );
         }
     }
+    let polled = format!(
+        "the control plane's API server, polled every 100 ms through both moves: {polls} polls, {} failed",
+        failed.len()
+    );
+    eprintln!("parity [{}]: {polled}", lab.runtime);
+    std::fs::write(
+        lab.dir.join("takeover-polls.txt"),
+        format!("{polled}\n{}\n", failed.join("\n")),
+    )
+    .unwrap();
+    assert!(failed.is_empty(), "{polled}:\n{}", failed.join("\n"));
+    assert!(polls > 100, "{polled}");
+
     // Tear down: the manifests go, the kubelet stops the pods.
-    for (name, _) in PODS {
-        std::fs::remove_file(lab.manifests().join(format!("{name}.yaml"))).unwrap();
+    for entry in std::fs::read_dir(lab.manifests()).unwrap().flatten() {
+        std::fs::remove_file(entry.path()).unwrap();
     }
     settle::until_torn_down(&lab);
     kubelet.stop();
