@@ -58,8 +58,10 @@ impl Adoption {
 
     /// Surveys a source's first set, then renames the set's kept pods.
     pub async fn on_set(&mut self, rt: &dyn Runtime, node: &NodeContext, set: &mut SourceSet) {
-        if self.surveyed.insert(set.source) {
-            self.survey(rt, node, set).await;
+        // A survey that could not read the runtime is tried again with the
+        // source's next set.
+        if !self.surveyed.contains(set.source) && self.survey(rt, node, set).await {
+            self.surveyed.insert(set.source);
         }
         for p in &mut set.pods {
             let mut renamed = (*p.pod).clone();
@@ -72,7 +74,8 @@ impl Adoption {
         }
     }
 
-    async fn survey(&mut self, rt: &dyn Runtime, node: &NodeContext, set: &SourceSet) {
+    /// False when the runtime could not be read.
+    async fn survey(&mut self, rt: &dyn Runtime, node: &NodeContext, set: &SourceSet) -> bool {
         let pods: Vec<_> = (set.pods.iter())
             .map(|p| (*p.pod).clone())
             .filter(|p| !self.table.0.contains_key(pod::uid(p)))
@@ -80,8 +83,8 @@ impl Adoption {
         let found = match survey(rt, node, &pods).await {
             Ok(found) => found,
             Err(e) => {
-                tracing::warn!(source = set.source, error = %e, "could not compare the runtime's pods with the manifests; pods another agent runs will be replaced");
-                return;
+                tracing::warn!(source = set.source, error = %e, "could not compare the runtime's pods with the manifests; trying again with the source's next read");
+                return false;
             }
         };
         for f in &found.findings {
@@ -105,6 +108,7 @@ impl Adoption {
             self.table.0.extend(adopted.0);
             self.save();
         }
+        true
     }
 
     fn save(&self) {

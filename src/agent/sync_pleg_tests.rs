@@ -58,9 +58,18 @@ async fn start(rt: Arc<FakeRuntime>, events: bool) -> Harness {
 
 /// [`start`] with another pod.
 async fn start_with(rt: Arc<FakeRuntime>, events: bool, pod: Pod) -> Harness {
+    start_in(rt, events, pod, tempfile::tempdir().unwrap()).await
+}
+
+/// [`start_with`] on the root directory `root`.
+async fn start_in(
+    rt: Arc<FakeRuntime>,
+    events: bool,
+    pod: Pod,
+    root: tempfile::TempDir,
+) -> Harness {
     let (logs, log_guard) = Logs::capture("info");
     rt.add_image("busybox", 1);
-    let root = tempfile::tempdir().unwrap();
     let handlers = Arc::new(FakeHandlers::new());
     let (done_tx, done_rx) = mpsc::unbounded_channel();
     let ctx = Arc::new(test_context(
@@ -409,4 +418,89 @@ async fn restart_with_an_edited_manifest() {
         h.logs.text()
     );
     assert_eq!(h.logs.count("a previous pod of this name still runs"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_the_kubelet_runs_as_the_manifest_says_is_taken_over_not_restarted() {
+    use crate::kuberuntime::mapping;
+    use crate::kuberuntime::takeover::AdoptedUids;
+    let rt = Arc::new(FakeRuntime::new());
+    rt.add_image("busybox", 1);
+    let root = tempfile::tempdir().unwrap();
+    let mut manifest = pod();
+    manifest.metadata.annotations = Some(std::collections::BTreeMap::from([
+        (
+            "kubernetes.io/config.source".to_string(),
+            "file".to_string(),
+        ),
+        ("kubernetes.io/config.hash".to_string(), "u1".to_string()),
+    ]));
+    // What the kubelet left running for it: the same configs under its
+    // own UID, the termination-message file named as the kubelet names it.
+    let mut theirs = manifest.clone();
+    AdoptedUids([("u1".to_string(), "k1".to_string())].into()).apply(&mut theirs);
+    let (done_tx, _) = mpsc::unbounded_channel();
+    let ctx = test_context(
+        rt.clone(),
+        root.path(),
+        Arc::new(FakeHandlers::new()),
+        done_tx,
+        jiff::Timestamp::now(),
+    );
+    let sandbox = mapping::sandbox_config(&ctx.node, &theirs, 0).unwrap();
+    let sandbox_id = rt.run_pod_sandbox(&sandbox).await.unwrap();
+    let start = mapping::ContainerStart {
+        restart_count: 0,
+        attempt: 0,
+        pod_ip: "",
+        image_ref: "",
+        image_user: None,
+        etc_hosts: None,
+        service_env: &[],
+    };
+    let container = &theirs.spec.as_ref().unwrap().containers[0];
+    let mut config = mapping::container_config(&ctx.node, &theirs, container, &start).unwrap();
+    for m in &mut config.mounts {
+        if m.container_path == "/dev/termination-log" {
+            m.host_path = m.host_path.replace("/app/0", "/app/3bbfc86c");
+        }
+    }
+    let id = rt
+        .create_container(&sandbox_id, &config, &sandbox)
+        .await
+        .unwrap();
+    rt.start_container(&id).await.unwrap();
+    let calls_before = rt.ops().len();
+
+    let h = start_in(rt.clone(), false, manifest, root).await;
+    run_for(3 * S).await;
+    let log = h.logs.text();
+    assert_eq!(
+        h.logs.count("taking over the pod the kubelet runs"),
+        1,
+        "{log}"
+    );
+    let made: Vec<_> = (rt.ops().into_iter().skip(calls_before))
+        .filter(|op| {
+            [
+                "RunPodSandbox",
+                "CreateContainer",
+                "StopContainer",
+                "StopPodSandbox",
+            ]
+            .contains(op)
+        })
+        .collect();
+    assert!(
+        made.is_empty(),
+        "nothing started or stopped: {made:?}\n{log}"
+    );
+    assert_eq!(h.running().await.map(|(i, _)| i), Some(id));
+    let table =
+        std::fs::read_to_string(h._root.path().join(super::super::adopt::ADOPTED_UIDS_FILE))
+            .unwrap();
+    assert_eq!(
+        serde_json::from_str::<AdoptedUids>(&table).unwrap().0["u1"],
+        "k1"
+    );
 }
