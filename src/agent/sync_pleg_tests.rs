@@ -422,8 +422,8 @@ async fn restart_with_an_edited_manifest() {
 
 #[tokio::test(start_paused = true)]
 async fn a_pod_the_kubelet_runs_as_the_manifest_says_is_taken_over_not_restarted() {
-    use crate::kuberuntime::mapping;
     use crate::kuberuntime::takeover::AdoptedUids;
+    use crate::kuberuntime::takeover_driver::tests::kubelet_ran;
     let rt = Arc::new(FakeRuntime::new());
     rt.add_image("busybox", 1);
     let root = tempfile::tempdir().unwrap();
@@ -437,8 +437,6 @@ async fn a_pod_the_kubelet_runs_as_the_manifest_says_is_taken_over_not_restarted
     ]));
     // What the kubelet left running for it: the same configs under its
     // own UID, the termination-message file named as the kubelet names it.
-    let mut theirs = manifest.clone();
-    AdoptedUids([("u1".to_string(), "k1".to_string())].into()).apply(&mut theirs);
     let (done_tx, _) = mpsc::unbounded_channel();
     let ctx = test_context(
         rt.clone(),
@@ -447,29 +445,7 @@ async fn a_pod_the_kubelet_runs_as_the_manifest_says_is_taken_over_not_restarted
         done_tx,
         jiff::Timestamp::now(),
     );
-    let sandbox = mapping::sandbox_config(&ctx.node, &theirs, 0).unwrap();
-    let sandbox_id = rt.run_pod_sandbox(&sandbox).await.unwrap();
-    let start = mapping::ContainerStart {
-        restart_count: 0,
-        attempt: 0,
-        pod_ip: "",
-        image_ref: "",
-        image_user: None,
-        etc_hosts: None,
-        service_env: &[],
-    };
-    let container = &theirs.spec.as_ref().unwrap().containers[0];
-    let mut config = mapping::container_config(&ctx.node, &theirs, container, &start).unwrap();
-    for m in &mut config.mounts {
-        if m.container_path == "/dev/termination-log" {
-            m.host_path = m.host_path.replace("/app/0", "/app/3bbfc86c");
-        }
-    }
-    let id = rt
-        .create_container(&sandbox_id, &config, &sandbox)
-        .await
-        .unwrap();
-    rt.start_container(&id).await.unwrap();
+    let (_, id) = kubelet_ran(&rt, &ctx.node, &manifest, "k1").await;
     let calls_before = rt.ops().len();
 
     let h = start_in(rt.clone(), false, manifest, root).await;

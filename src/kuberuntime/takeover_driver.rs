@@ -314,4 +314,4 @@ fn expected_pod(
 
 #[cfg(test)]
 #[path = "takeover_driver_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -45,48 +45,61 @@ fn manifest(uid: &str, command: &str) -> Pod {
     .unwrap()
 }
 
-/// What the kubelet left running for `manifest`: crilet's configs under the
-/// kubelet's UID, its termination-message file named with 8 hex digits.
-async fn kubelet_ran(rt: &FakeRuntime, manifest: &Pod) -> (String, String) {
+/// What the kubelet left running for `manifest` on `node`: crilet's
+/// configs under `kubelet_uid`, each termination-message file named with 8
+/// hex digits as the kubelet names it. Returns the sandbox's and the first
+/// container's IDs. (The sync loop's takeover test uses it too.)
+pub(crate) async fn kubelet_ran(
+    rt: &FakeRuntime,
+    node: &NodeContext,
+    manifest: &Pod,
+    kubelet_uid: &str,
+) -> (String, String) {
     let mut pod = manifest.clone();
     AdoptedUids(BTreeMap::from([(
         pod::uid(manifest).to_owned(),
-        KUBELET_UID.into(),
+        kubelet_uid.to_owned(),
     )]))
     .apply(&mut pod);
     rt.add_image("busybox", 1 << 20);
-    let sandbox = mapping::sandbox_config(&ctx(), &pod, 0).unwrap();
+    let sandbox = mapping::sandbox_config(node, &pod, 0).unwrap();
     let sandbox_id = rt.run_pod_sandbox(&sandbox).await.unwrap();
-    let c = &pod.spec.as_ref().unwrap().containers[0];
-    let hosts = mapping::etc_hosts_file(&ctx(), KUBELET_UID);
-    let start = mapping::ContainerStart {
-        restart_count: 0,
-        attempt: 0,
-        pod_ip: "",
-        image_ref: "",
-        image_user: None,
-        etc_hosts: Some(&hosts),
-        service_env: &[],
-    };
-    let mut config = mapping::container_config(&ctx(), &pod, c, &start).unwrap();
-    for m in &mut config.mounts {
-        if m.container_path == "/dev/termination-log" {
-            m.host_path = m.host_path.replace("/etcd/0", "/etcd/3bbfc86c");
+    let host_network = pod.spec.as_ref().and_then(|s| s.host_network) == Some(true);
+    let hosts = mapping::etc_hosts_file(node, kubelet_uid);
+    let mut ids = Vec::new();
+    for c in &pod.spec.as_ref().unwrap().containers {
+        let start = mapping::ContainerStart {
+            restart_count: 0,
+            attempt: 0,
+            pod_ip: "",
+            image_ref: "",
+            image_user: None,
+            etc_hosts: mounts_hosts_file(host_network, &[], c).then_some(hosts.as_path()),
+            service_env: &[],
+        };
+        let mut config = mapping::container_config(node, &pod, c, &start).unwrap();
+        for m in &mut config.mounts {
+            if m.container_path == "/dev/termination-log" {
+                m.host_path = m
+                    .host_path
+                    .replace(&format!("/{}/0", c.name), &format!("/{}/3bbfc86c", c.name));
+            }
         }
+        let id = rt
+            .create_container(&sandbox_id, &config, &sandbox)
+            .await
+            .unwrap();
+        rt.start_container(&id).await.unwrap();
+        ids.push(id);
     }
-    let id = rt
-        .create_container(&sandbox_id, &config, &sandbox)
-        .await
-        .unwrap();
-    rt.start_container(&id).await.unwrap();
-    (sandbox_id, id)
+    (sandbox_id, ids.swap_remove(0))
 }
 
 #[tokio::test]
 async fn the_kubelets_pod_of_an_unchanged_manifest_is_kept_under_its_uid() {
     let rt = FakeRuntime::new();
     let pod = manifest("crilet-uid", "sleep 3600");
-    let (sandbox_id, id) = kubelet_ran(&rt, &pod).await;
+    let (sandbox_id, id) = kubelet_ran(&rt, &ctx(), &pod, KUBELET_UID).await;
     let survey = survey(&rt, &ctx(), &[pod]).await.unwrap();
     assert_eq!(
         survey.findings[0].outcome,
@@ -109,7 +122,13 @@ async fn the_kubelets_pod_of_an_unchanged_manifest_is_kept_under_its_uid() {
 #[tokio::test]
 async fn an_edited_manifest_replaces_the_kubelets_pod_and_says_why() {
     let rt = FakeRuntime::new();
-    kubelet_ran(&rt, &manifest("crilet-uid", "sleep 3600")).await;
+    kubelet_ran(
+        &rt,
+        &ctx(),
+        &manifest("crilet-uid", "sleep 3600"),
+        KUBELET_UID,
+    )
+    .await;
     let edited = manifest("crilet-uid-2", "sleep 7200");
     let survey = survey(&rt, &ctx(), &[edited]).await.unwrap();
     let Outcome::Replace { uid, reason, .. } = &survey.findings[0].outcome else {
