@@ -20,70 +20,36 @@ use crate::agents::{self, Agent, crilet_command, kubelet_dirs};
 use crate::lab::{Lab, run, wait_for};
 use crate::settle;
 
-/// The test's own pods (name, manifest).
-const PODS: [(&str, &str); 4] = [
+/// The test's own pods: name, what its spec adds, and what its `main`
+/// container (busybox, sleeping) adds.
+const PODS: [(&str, &str, &str); 4] = [
     (
         "probed",
-        r#"apiVersion: v1
-kind: Pod
-metadata: {name: probed, namespace: default}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: main
-    image: docker.io/library/busybox:latest
-    imagePullPolicy: IfNotPresent
-    command: [sleep, "3600"]
-    readinessProbe:
-      exec: {command: ["true"]}
-      periodSeconds: 2
-"#,
+        "",
+        "    readinessProbe: {exec: {command: [\"true\"]}, periodSeconds: 2}\n",
     ),
     (
         "with-init",
-        r#"apiVersion: v1
-kind: Pod
-metadata: {name: with-init, namespace: default}
-spec:
-  terminationGracePeriodSeconds: 2
-  initContainers:
-  - {name: setup, image: docker.io/library/busybox:latest, imagePullPolicy: IfNotPresent, command: ["true"]}
-  containers:
-  - {name: main, image: docker.io/library/busybox:latest, imagePullPolicy: IfNotPresent, command: [sleep, "3600"]}
-"#,
+        "  initContainers:\n  - {name: setup, image: docker.io/library/busybox:latest, imagePullPolicy: IfNotPresent, command: [\"true\"]}\n",
+        "",
     ),
     (
         "host-net",
-        r#"apiVersion: v1
-kind: Pod
-metadata: {name: host-net, namespace: default}
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: main
-    image: docker.io/library/busybox:latest
-    imagePullPolicy: IfNotPresent
-    command: [sleep, "3600"]
-    env: [{name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}]
-"#,
+        "  hostNetwork: true\n",
+        "    env: [{name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}]\n",
     ),
-    (
-        "edited",
-        r#"apiVersion: v1
-kind: Pod
-metadata: {name: edited, namespace: default}
-spec:
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: main
-    image: docker.io/library/busybox:latest
-    imagePullPolicy: IfNotPresent
-    command: [sleep, "3600"]
-    env: [{name: GREETING, value: hello}]
-"#,
-    ),
+    ("edited", "", "    env: [{name: GREETING, value: hello}]\n"),
 ];
+
+/// The manifest of one of [`PODS`].
+fn pod_manifest((name, spec, main): (&str, &str, &str)) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default}}\nspec:\n\
+         {spec}  terminationGracePeriodSeconds: 2\n  containers:\n  - name: main\n\
+         \x20   image: docker.io/library/busybox:latest\n    imagePullPolicy: IfNotPresent\n\
+         \x20   command: [sleep, \"3600\"]\n{main}"
+    )
+}
 
 /// The control plane's pods: etcd and kube-apiserver as kubeadm v1.32
 /// writes their manifests (host network, system-node-critical, probes on
@@ -280,7 +246,7 @@ struct Held {
 }
 
 fn held(lab: &Lab) -> BTreeMap<String, Held> {
-    let names = PODS.iter().map(|(n, _)| *n).chain(CONTROL_PLANE);
+    let names = PODS.iter().map(|(n, ..)| *n).chain(CONTROL_PLANE);
     let sandboxes = lab.crictl_json(&["pods", "-o", "json"]);
     let containers = lab.crictl_json(&["ps", "-a", "-o", "json"]);
     let mirrors = lab.node_pods_json();
@@ -350,8 +316,8 @@ fn write_pods(lab: &Lab) {
     let dir = lab.manifests();
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    for (name, text) in PODS {
-        std::fs::write(dir.join(format!("{name}.yaml")), text).unwrap();
+    for pod in PODS {
+        std::fs::write(dir.join(format!("{}.yaml", pod.0)), pod_manifest(pod)).unwrap();
     }
     for (name, text) in control_plane(lab) {
         std::fs::write(dir.join(format!("{name}.yaml")), text).unwrap();
@@ -488,4 +454,17 @@ fn crilet_takes_the_node_over_from_the_kubelet_and_hands_it_back() {
     kubelet.stop();
     lab.remove_all_pods();
     lab.forget_node();
+}
+
+#[test]
+fn the_test_pods_are_written_as_yaml_the_agents_read() {
+    let want = "apiVersion: v1\nkind: Pod\nmetadata: {name: host-net, namespace: default}\nspec:\n  \
+                hostNetwork: true\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: main\n    \
+                image: docker.io/library/busybox:latest\n    imagePullPolicy: IfNotPresent\n    \
+                command: [sleep, \"3600\"]\n    env: [{name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}]\n";
+    assert_eq!(pod_manifest(PODS[2]), want);
+    for pod in PODS {
+        let text = pod_manifest(pod);
+        assert!(text.ends_with('\n') && !text.contains("\n\n"), "{text}");
+    }
 }
