@@ -53,7 +53,9 @@ fn pod_manifest((name, spec, main): (&str, &str, &str)) -> String {
 
 /// The control plane's pods: etcd and kube-apiserver as kubeadm v1.32
 /// writes their manifests (host network, system-node-critical, probes on
-/// the components' own health endpoints), running the lab's own binaries
+/// the components' own health endpoints; the startup probe every second
+/// for 240 tries where kubeadm probes every 10 s for 24: the same four
+/// minutes, seen sooner), running the lab's own binaries
 /// (mounted from the host: no image of them can be pulled here) with the
 /// flags of the lab's API server, on ports of their own.
 const CONTROL_PLANE: [&str; 2] = ["etcd", "kube-apiserver"];
@@ -109,7 +111,7 @@ spec:
       periodSeconds: 1
       timeoutSeconds: 15
     startupProbe:
-      failureThreshold: 24
+      failureThreshold: 240
       httpGet: {{host: 127.0.0.1, path: /readyz, port: {metrics}, scheme: HTTP}}
       initialDelaySeconds: 1
       periodSeconds: 1
@@ -174,7 +176,7 @@ spec:
       periodSeconds: 1
       timeoutSeconds: 15
     startupProbe:
-      failureThreshold: 24
+      failureThreshold: 240
       httpGet: {{host: 127.0.0.1, path: /livez, port: {api_port}, scheme: HTTPS}}
       initialDelaySeconds: 1
       periodSeconds: 1
