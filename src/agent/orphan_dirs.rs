@@ -40,6 +40,7 @@ use tokio::time::Instant;
 use crate::cm::cgroup::{pod_cgroup_dirs, remove_pod_cgroup};
 use crate::kuberuntime::mapping::{self, NodeContext};
 use crate::logs::layout::pod_uid_of_log_dir;
+use crate::units::fnv::fnv1a_64;
 
 /// How often the sync loop sweeps at most (the kubelet's housekeeping
 /// period).
@@ -61,12 +62,7 @@ pub fn sweep_due(since_last: Option<Duration>, known_changed: bool, unfinished: 
 /// An order-free fingerprint of a set of UIDs: changes when one comes or
 /// goes (FNV-1a of each, summed, and the count).
 pub fn known_fingerprint(known: &HashSet<&str>) -> (usize, u64) {
-    let sum = known.iter().fold(0u64, |acc, uid| {
-        let h = uid.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        });
-        acc.wrapping_add(h)
-    });
+    let sum = (known.iter()).fold(0u64, |acc, uid| acc.wrapping_add(fnv1a_64(uid.as_bytes())));
     (known.len(), sum)
 }
 

@@ -62,9 +62,7 @@ pub fn working_set_bytes(seed: u64, now: i64) -> u64 {
 
 /// A stable seed from a container's ID (FNV-1a).
 pub fn seed(id: &str) -> u64 {
-    id.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    crate::units::fnv::fnv1a_64(id.as_bytes())
 }
 
 #[cfg(test)]

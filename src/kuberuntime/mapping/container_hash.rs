@@ -17,7 +17,11 @@
 //! Invariant: pure; the same name and image always give the same hash, on
 //! any machine.
 
+use std::fmt::Write;
+
 use k8s_openapi::api::core::v1::Container;
+
+use crate::units::fnv::{fnv1a_32, fnv1a_64};
 
 /// The kubelet's hash of a container: FNV-32a over spew's `%#v` of the
 /// JSON of its name and image.
@@ -39,25 +43,16 @@ pub fn kubelet_hash(name: &str, image: &str) -> u64 {
         if i > 0 {
             spewed.push(' ');
         }
-        spewed.push_str(&b.to_string());
+        let _ = write!(spewed, "{b}");
     }
     spewed.push(']');
-    u64::from(fnv32a(spewed.as_bytes()))
+    u64::from(fnv1a_32(spewed.as_bytes()))
 }
 
 /// The hash crilet wrote before it took the kubelet's: FNV-1a (64 bit) over
 /// the container's JSON.
 pub fn legacy_container_hash(container: &Container) -> u64 {
-    let bytes = serde_json::to_vec(container).unwrap_or_default();
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
-fn fnv32a(bytes: &[u8]) -> u32 {
-    bytes.iter().fold(0x811c_9dc5, |h, b| {
-        (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
-    })
+    fnv1a_64(&serde_json::to_vec(container).unwrap_or_default())
 }
 
 /// A string as Go's `encoding/json` writes it (Go 1.22 and later): `"` and
