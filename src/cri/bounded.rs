@@ -105,8 +105,11 @@ impl Runtime for BoundedRuntime {
     async fn container_status(&self, id: &str) -> Result<ContainerStatus> {
         self.inner.container_status(id).await
     }
-    async fn container_process(&self, id: &str) -> Result<Option<(Vec<String>, Vec<String>)>> {
-        self.inner.container_process(id).await
+    async fn container_status_verbose(
+        &self,
+        id: &str,
+    ) -> Result<(ContainerStatus, Option<Process>)> {
+        self.inner.container_status_verbose(id).await
     }
     async fn exec_sync(
         &self,

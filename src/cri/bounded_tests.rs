@@ -113,8 +113,8 @@ async fn reads_with_a_default_body_in_the_trait_are_passed_on_too() {
     let b = BoundedRuntime::new(fake.clone(), 1);
     let cid = fake.run_container("p", "uid-p", "c", "/dev/null").await;
     assert_eq!(
-        b.container_process(&cid).await.unwrap(),
-        fake.container_process(&cid).await.unwrap()
+        b.container_status_verbose(&cid).await.unwrap(),
+        fake.container_status_verbose(&cid).await.unwrap()
     );
-    assert!(b.container_process(&cid).await.unwrap().is_some());
+    assert!(b.container_status_verbose(&cid).await.unwrap().1.is_some());
 }

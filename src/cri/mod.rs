@@ -37,6 +37,9 @@ pub type ContainerEventStream = futures::stream::BoxStream<'static, Result<Conta
 /// Semantics follow CRI: Remove* of an unknown id succeeds; status calls of
 /// an unknown id fail with NotFound, except `image_status`, which answers
 /// `None`.
+/// A container's OCI process: its args, and its environment as `K=V`.
+pub type Process = (Vec<String>, Vec<String>);
+
 #[async_trait::async_trait]
 pub trait Runtime: Send + Sync {
     // --- RuntimeService
@@ -85,12 +88,16 @@ pub trait Runtime: Send + Sync {
     async fn remove_container(&self, id: &str) -> Result<()>;
     async fn list_containers(&self, filter: &ContainerFilter) -> Result<Vec<Container>>;
     async fn container_status(&self, id: &str) -> Result<ContainerStatus>;
-    /// The container's OCI process as the runtime built it (`args`, and
-    /// `env` as `K=V`), from its verbose status (`info.runtimeSpec.process`,
-    /// which containerd and CRI-O both report); `None` when it does not tell.
-    async fn container_process(&self, id: &str) -> Result<Option<(Vec<String>, Vec<String>)>> {
-        let _ = id;
-        Ok(None)
+    /// ContainerStatus, with the container's OCI process as the runtime
+    /// built it (`args`, and `env` as `K=V`) from the verbose status
+    /// (`info.runtimeSpec.process`, which containerd and CRI-O both
+    /// report): one call for both. The process is `None` when the runtime
+    /// does not tell (and in this default, which asks for the status only).
+    async fn container_status_verbose(
+        &self,
+        id: &str,
+    ) -> Result<(ContainerStatus, Option<Process>)> {
+        Ok((self.container_status(id).await?, None))
     }
     /// Runs `cmd` in a container and waits at most `timeout` for it.
     async fn exec_sync(

@@ -30,6 +30,7 @@ use super::labels::{
     CONTAINER_NAME_LABEL, CONTAINER_RESTART_COUNT_ANNOTATION, INFRA_CONTAINER_NAME, POD_UID_LABEL,
     TERMINATION_MESSAGE_PATH_ANNOTATION,
 };
+use crate::cri::Process;
 use crate::cri::types::{
     ContainerConfig, ContainerState, ContainerStatus, Labels, Mount, NamespaceOptions,
     PodSandboxConfig, PodSandboxState, PodSandboxStatus,
@@ -54,7 +55,7 @@ pub struct FoundContainer {
     pub status: ContainerStatus,
     /// The OCI process (`args`, `env` as `K=V`) from the runtime's verbose
     /// status; `None` when the runtime does not report it.
-    pub process: Option<(Vec<String>, Vec<String>)>,
+    pub process: Option<Process>,
 }
 
 /// A pod the runtime runs, as it reports it.

@@ -213,13 +213,8 @@ async fn judge_one(
         containers: Vec::new(),
     };
     for id in container_ids {
-        let status = match rt.container_status(id).await {
+        let (status, process) = match rt.container_status_verbose(id).await {
             Ok(s) => s,
-            Err(e) if e.is_not_found() => continue,
-            Err(e) => return Err(e),
-        };
-        let process = match rt.container_process(id).await {
-            Ok(p) => p,
             Err(e) if e.is_not_found() => continue,
             Err(e) => return Err(e),
         };

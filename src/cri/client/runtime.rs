@@ -245,7 +245,10 @@ impl Runtime for CriRuntime {
         Ok(container_status_from(status))
     }
 
-    async fn container_process(&self, id: &str) -> Result<Option<(Vec<String>, Vec<String>)>> {
+    async fn container_status_verbose(
+        &self,
+        id: &str,
+    ) -> Result<(ContainerStatus, Option<Process>)> {
         let r = rpc!(
             self,
             "ContainerStatus",
@@ -254,7 +257,11 @@ impl Runtime for CriRuntime {
                 verbose: true,
             })
         )?;
-        Ok(r.info.get("info").and_then(|info| oci_process(info)))
+        let process = r.info.get("info").and_then(|info| oci_process(info));
+        let status = r
+            .status
+            .ok_or_else(|| self.malformed("ContainerStatus", "no status"))?;
+        Ok((container_status_from(status), process))
     }
 
     async fn exec_sync(
@@ -475,7 +482,7 @@ impl Runtime for CriRuntime {
 }
 
 /// `runtimeSpec.process` of a verbose status's `info` JSON.
-fn oci_process(info: &str) -> Option<(Vec<String>, Vec<String>)> {
+fn oci_process(info: &str) -> Option<Process> {
     let info: serde_json::Value = serde_json::from_str(info).ok()?;
     let process = info.get("runtimeSpec")?.get("process")?;
     let strings = |key: &str| -> Vec<String> {

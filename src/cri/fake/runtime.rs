@@ -270,8 +270,12 @@ impl Runtime for FakeRuntime {
             .collect())
     }
 
-    async fn container_process(&self, id: &str) -> Result<Option<(Vec<String>, Vec<String>)>> {
-        let s = self.enter("ContainerStatus", id).await?;
+    async fn container_status_verbose(
+        &self,
+        id: &str,
+    ) -> Result<(ContainerStatus, Option<Process>)> {
+        let status = self.container_status(id).await?;
+        let s = self.state.lock().unwrap();
         let c = s
             .containers
             .get(id)
@@ -279,7 +283,7 @@ impl Runtime for FakeRuntime {
         // As a runtime builds it from an image with no entrypoint or env.
         let args = c.config.command.iter().chain(&c.config.args).cloned();
         let env = c.config.envs.iter().map(|(k, v)| format!("{k}={v}"));
-        Ok(Some((args.collect(), env.collect())))
+        Ok((status, Some((args.collect(), env.collect()))))
     }
 
     async fn container_status(&self, id: &str) -> Result<ContainerStatus> {
