@@ -63,9 +63,11 @@ impl Adoption {
         if !self.surveyed.contains(set.source) && self.survey(rt, node, set).await {
             self.surveyed.insert(set.source);
         }
+        // Only a kept pod is copied to be renamed; the rest pass as they are.
         for p in &mut set.pods {
-            let mut renamed = (*p.pod).clone();
-            if self.table.apply(&mut renamed) {
+            if self.table.0.contains_key(pod::uid(&p.pod)) {
+                let mut renamed = (*p.pod).clone();
+                self.table.apply(&mut renamed);
                 *p = SourcePod {
                     origin: p.origin.clone(),
                     pod: Arc::new(renamed),
