@@ -99,24 +99,7 @@ spec:
     - --initial-cluster=cp=http://127.0.0.1:{peer}
     - --listen-metrics-urls=http://127.0.0.1:{metrics}
     - --snapshot-count=10000
-    livenessProbe:
-      failureThreshold: 8
-      httpGet: {{host: 127.0.0.1, path: /livez, port: {metrics}, scheme: HTTP}}
-      initialDelaySeconds: 10
-      periodSeconds: 10
-      timeoutSeconds: 15
-    readinessProbe:
-      failureThreshold: 3
-      httpGet: {{host: 127.0.0.1, path: /readyz, port: {metrics}, scheme: HTTP}}
-      periodSeconds: 1
-      timeoutSeconds: 15
-    startupProbe:
-      failureThreshold: 240
-      httpGet: {{host: 127.0.0.1, path: /readyz, port: {metrics}, scheme: HTTP}}
-      initialDelaySeconds: 1
-      periodSeconds: 1
-      timeoutSeconds: 15
-    resources: {{requests: {{cpu: 100m, memory: 100Mi}}}}
+{probes}    resources: {{requests: {{cpu: 100m, memory: 100Mi}}}}
     volumeMounts:
     - {{mountPath: /var/lib/etcd, name: etcd-data}}
     - {{mountPath: /usr/local/bin/etcd, name: etcd-bin, readOnly: true}}
@@ -128,6 +111,7 @@ spec:
 "#,
         peer = etcd_port + 1,
         metrics = etcd_port + 2,
+        probes = kubeadm_probes("HTTP", etcd_port + 2, "/readyz"),
         data = data.display(),
         etcd_bin = bin("etcd"),
     );
@@ -164,24 +148,7 @@ spec:
     imagePullPolicy: IfNotPresent
     command:
     - /usr/local/bin/kube-apiserver
-{command}    livenessProbe:
-      failureThreshold: 8
-      httpGet: {{host: 127.0.0.1, path: /livez, port: {api_port}, scheme: HTTPS}}
-      initialDelaySeconds: 10
-      periodSeconds: 10
-      timeoutSeconds: 15
-    readinessProbe:
-      failureThreshold: 3
-      httpGet: {{host: 127.0.0.1, path: /readyz, port: {api_port}, scheme: HTTPS}}
-      periodSeconds: 1
-      timeoutSeconds: 15
-    startupProbe:
-      failureThreshold: 240
-      httpGet: {{host: 127.0.0.1, path: /livez, port: {api_port}, scheme: HTTPS}}
-      initialDelaySeconds: 1
-      periodSeconds: 1
-      timeoutSeconds: 15
-    resources: {{requests: {{cpu: 250m}}}}
+{command}{probes}    resources: {{requests: {{cpu: 250m}}}}
     volumeMounts:
     - {{mountPath: {pki}, name: k8s-certs, readOnly: true}}
     - {{mountPath: /usr/local/bin/kube-apiserver, name: apiserver-bin, readOnly: true}}
@@ -193,8 +160,38 @@ spec:
 "#,
         pki = pki.display(),
         apiserver_bin = bin("kube-apiserver"),
+        probes = kubeadm_probes("HTTPS", api_port, "/livez"),
     );
     vec![("etcd".into(), etcd), ("kube-apiserver".into(), apiserver)]
+}
+
+/// kubeadm's three probes of a control-plane container, on its own health
+/// endpoint: liveness on `/livez`, readiness on `/readyz`, the startup probe
+/// on `startup` (etcd's `/readyz`, the API server's `/livez`).
+fn kubeadm_probes(scheme: &str, port: u16, startup: &str) -> String {
+    let probe = |kind: &str, threshold: u32, path: &str, timing: &str| {
+        format!(
+            "    {kind}:\n      failureThreshold: {threshold}\n      \
+             httpGet: {{host: 127.0.0.1, path: {path}, port: {port}, scheme: {scheme}}}\n\
+             {timing}      timeoutSeconds: 15\n"
+        )
+    };
+    [
+        probe(
+            "livenessProbe",
+            8,
+            "/livez",
+            "      initialDelaySeconds: 10\n      periodSeconds: 10\n",
+        ),
+        probe("readinessProbe", 3, "/readyz", "      periodSeconds: 1\n"),
+        probe(
+            "startupProbe",
+            240,
+            startup,
+            "      initialDelaySeconds: 1\n      periodSeconds: 1\n",
+        ),
+    ]
+    .concat()
 }
 
 /// The control plane's ports: the run's port + 1100 + n.
@@ -469,4 +466,18 @@ fn the_test_pods_are_written_as_yaml_the_agents_read() {
         let text = pod_manifest(pod);
         assert!(text.ends_with('\n') && !text.contains("\n\n"), "{text}");
     }
+}
+
+#[test]
+fn kubeadm_probes_are_written_as_kubeadm_writes_them() {
+    let want = "    livenessProbe:\n      failureThreshold: 8\n      \
+                httpGet: {host: 127.0.0.1, path: /livez, port: 2381, scheme: HTTP}\n      \
+                initialDelaySeconds: 10\n      periodSeconds: 10\n      timeoutSeconds: 15\n    \
+                readinessProbe:\n      failureThreshold: 3\n      \
+                httpGet: {host: 127.0.0.1, path: /readyz, port: 2381, scheme: HTTP}\n      \
+                periodSeconds: 1\n      timeoutSeconds: 15\n    \
+                startupProbe:\n      failureThreshold: 240\n      \
+                httpGet: {host: 127.0.0.1, path: /readyz, port: 2381, scheme: HTTP}\n      \
+                initialDelaySeconds: 1\n      periodSeconds: 1\n      timeoutSeconds: 15\n";
+    assert_eq!(kubeadm_probes("HTTP", 2381, "/readyz"), want);
 }
