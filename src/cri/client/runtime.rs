@@ -231,37 +231,16 @@ impl Runtime for CriRuntime {
     }
 
     async fn container_status(&self, id: &str) -> Result<ContainerStatus> {
-        let r = rpc!(
-            self,
-            "ContainerStatus",
-            runtime.container_status(pb::ContainerStatusRequest {
-                container_id: id.into(),
-                verbose: false,
-            })
-        )?;
-        let status = r
-            .status
-            .ok_or_else(|| self.malformed("ContainerStatus", "no status"))?;
-        Ok(container_status_from(status))
+        Ok(self.container_status_call(id, false).await?.0)
     }
 
     async fn container_status_verbose(
         &self,
         id: &str,
     ) -> Result<(ContainerStatus, Option<Process>)> {
-        let r = rpc!(
-            self,
-            "ContainerStatus",
-            runtime.container_status(pb::ContainerStatusRequest {
-                container_id: id.into(),
-                verbose: true,
-            })
-        )?;
-        let process = r.info.get("info").and_then(|info| oci_process(info));
-        let status = r
-            .status
-            .ok_or_else(|| self.malformed("ContainerStatus", "no status"))?;
-        Ok((container_status_from(status), process))
+        let (status, info) = self.container_status_call(id, true).await?;
+        let process = info.get("info").and_then(|info| oci_process(info));
+        Ok((status, process))
     }
 
     async fn exec_sync(
@@ -478,6 +457,28 @@ impl Runtime for CriRuntime {
                 .map(fs_usage_from)
                 .collect(),
         })
+    }
+}
+
+impl CriRuntime {
+    /// ContainerStatus, and the verbose `info` map (empty unless `verbose`).
+    async fn container_status_call(
+        &self,
+        id: &str,
+        verbose: bool,
+    ) -> Result<(ContainerStatus, std::collections::HashMap<String, String>)> {
+        let r = rpc!(
+            self,
+            "ContainerStatus",
+            runtime.container_status(pb::ContainerStatusRequest {
+                container_id: id.into(),
+                verbose,
+            })
+        )?;
+        let status = r
+            .status
+            .ok_or_else(|| self.malformed("ContainerStatus", "no status"))?;
+        Ok((container_status_from(status), r.info))
     }
 }
 
