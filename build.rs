@@ -82,8 +82,20 @@ fn text_order() {
         arg("-Wl,--no-demangle".into());
     }
     // CRILET_TEXT_ORDER=off links without it (to measure what it gives).
-    let order = Path::new(env!("CARGO_MANIFEST_DIR")).join("build/text-order.txt");
-    if order.exists() && std::env::var("CRILET_TEXT_ORDER").as_deref() != Ok("off") {
+    // The manifest directory is read when the script runs, not when it was
+    // compiled (`env!`): cargo reuses one compiled script for every checkout
+    // that shares a target directory, and a compiled-in path named another
+    // checkout, so the list silently went missing.
+    let Ok(dir) = std::env::var("CARGO_MANIFEST_DIR") else {
+        return;
+    };
+    let order = Path::new(&dir).join("build/text-order.txt");
+    if !order.exists() {
+        println!(
+            "cargo:warning={} is missing: the release binary is linked in the linker's order",
+            order.display()
+        );
+    } else if std::env::var("CRILET_TEXT_ORDER").as_deref() != Ok("off") {
         arg(format!("-Wl,--symbol-ordering-file={}", order.display()));
         arg("-Wl,--no-warn-symbol-ordering".into());
     }
