@@ -62,7 +62,7 @@ pub struct AgentHandles {
     /// Changes whenever a pod's status changes.
     pub status_changed: watch::Receiver<()>,
     /// Where the mirror manager sends the mirror pods bound to this node.
-    pub mirrors: mpsc::Sender<Vec<Pod>>,
+    pub mirrors: mpsc::Sender<Vec<Arc<Pod>>>,
 }
 
 pub struct Agent {
@@ -240,7 +240,7 @@ impl SyncLoop {
         mut self,
         mut sets: mpsc::Receiver<SourceSet>,
         mut done: mpsc::UnboundedReceiver<WorkerDone>,
-        mut mirrors: mpsc::Receiver<Vec<Pod>>,
+        mut mirrors: mpsc::Receiver<Vec<Arc<Pod>>>,
     ) {
         // Know the runtime's pods before the first source set: a pod whose
         // previous version (same full name) still runs from before a
@@ -380,7 +380,7 @@ impl SyncLoop {
     }
 
     /// The API server's mirror pods replace the ones the manager holds.
-    fn handle_mirrors(&mut self, mirrors: Vec<Pod>) {
+    fn handle_mirrors(&mut self, mirrors: Vec<Arc<Pod>>) {
         for old in self.manager.get_mirror_pods() {
             self.manager.remove_pod(&old);
         }

@@ -434,12 +434,6 @@ impl MirrorClient for KubeMirrorClient {
     }
 }
 
-/// The watcher's events as [`WatchEvent`]s: a relist is gathered into one
-/// `Restarted`. The backoff goes on this stream, not on the watcher's: the
-/// watcher starts every relist with an `Init` event, and a backoff resets on
-/// any item, so on the raw stream a list that always fails (a 403) was
-/// retried every 500 ms for ever. Here only real progress (a completed list,
-/// a change) resets it.
 /// `object` without its `managedFields`: crilet never reads them, and on a
 /// mirror pod or a Node they are most of what is kept (server-side apply's
 /// field sets, as JSON maps). Found in a heap profile of 100 hollow nodes.
@@ -448,6 +442,12 @@ fn lean<K: kube::Resource>(mut object: K) -> K {
     object
 }
 
+/// The watcher's events as [`WatchEvent`]s: a relist is gathered into one
+/// `Restarted`. The backoff goes on this stream, not on the watcher's: the
+/// watcher starts every relist with an `Init` event, and a backoff resets on
+/// any item, so on the raw stream a list that always fails (a 403) was
+/// retried every 500 ms for ever. Here only real progress (a completed list,
+/// a change) resets it.
 fn watch_events<K: kube::Resource + Send + 'static>(
     what: &'static str,
     events: impl futures::Stream<Item = std::result::Result<watcher::Event<K>, watcher::Error>>

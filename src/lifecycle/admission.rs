@@ -34,7 +34,7 @@ struct Retry {
 pub(crate) async fn admission_loop(
     client: Arc<dyn MirrorClient>,
     events: Arc<dyn EventRecorder>,
-    mut api_pods: watch::Receiver<BTreeMap<String, Pod>>,
+    mut api_pods: watch::Receiver<BTreeMap<String, Arc<Pod>>>,
     cancel: CancellationToken,
 ) {
     let mut written: BTreeSet<String> = BTreeSet::new();
@@ -49,7 +49,7 @@ pub(crate) async fn admission_loop(
             .filter(|(_, r)| r.due > now)
             .map(|(uid, _)| uid.clone())
             .collect();
-        for f in pods_to_finish(pods.values(), &written, &waiting) {
+        for f in pods_to_finish(pods.values().map(|p| &**p), &written, &waiting) {
             match client.delete_pod(&f.namespace, &f.name, &f.uid).await {
                 Ok(()) => {
                     retries.remove(&f.uid);
@@ -63,7 +63,12 @@ pub(crate) async fn admission_loop(
                 }
             }
         }
-        let rejections = pods_to_reject(pods.values(), &written, &waiting, jiff::Timestamp::now());
+        let rejections = pods_to_reject(
+            pods.values().map(|p| &**p),
+            &written,
+            &waiting,
+            jiff::Timestamp::now(),
+        );
         for r in rejections {
             // A merge of the rejection into the pod's status, conditions and
             // QoS class left as they are (see `rejected_status`).
@@ -133,9 +138,9 @@ mod tests {
         .unwrap()
     }
 
-    fn by_uid(pods: &[Pod]) -> BTreeMap<String, Pod> {
+    fn by_uid(pods: &[Pod]) -> BTreeMap<String, Arc<Pod>> {
         pods.iter()
-            .map(|p| (p.metadata.uid.clone().unwrap(), p.clone()))
+            .map(|p| (p.metadata.uid.clone().unwrap(), Arc::new(p.clone())))
             .collect()
     }
 

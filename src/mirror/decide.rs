@@ -10,6 +10,7 @@
 //! plus one it lacks: a mirror not controlled by our Node is replaced, since
 //! the NodeRestriction admission plugin ties a node's mirror pods to its Node.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::PodStatus;
@@ -70,13 +71,13 @@ pub enum DeleteReason {
 }
 
 /// Everything [`decide`] looks at.
-pub struct MirrorInputs<'a> {
+pub struct MirrorInputs<'a, P: Borrow<Pod> = Pod> {
     /// Static pods the agent should run (from the sources).
-    pub static_pods: &'a [Pod],
+    pub static_pods: &'a [P],
     /// Pods the API server has bound to this node (from the watch). Pods
     /// without a `config.mirror` annotation are not mirrors and are never
     /// touched.
-    pub mirror_pods: &'a [Pod],
+    pub mirror_pods: &'a [P],
     /// Full names of static pods still terminating: their mirror stays as it
     /// is until they are done.
     pub terminating: &'a HashSet<String>,
@@ -205,9 +206,9 @@ fn by_full_name<'p>(pods: impl Iterator<Item = &'p Pod>) -> BTreeMap<String, &'p
 ///   and its control is not checked.
 /// - A mirror without a static pod is deleted once its source (all sources
 ///   when it names none) has been seen.
-pub fn decide(input: &MirrorInputs) -> Vec<MirrorAction> {
-    let statics = by_full_name(input.static_pods.iter());
-    let taken = by_full_name(input.mirror_pods.iter());
+pub fn decide<P: Borrow<Pod>>(input: &MirrorInputs<P>) -> Vec<MirrorAction> {
+    let statics = by_full_name(input.static_pods.iter().map(Borrow::borrow));
+    let taken = by_full_name(input.mirror_pods.iter().map(Borrow::borrow));
     let mut actions = Vec::new();
     for (full, pod) in &statics {
         if input.terminating.contains(full) {

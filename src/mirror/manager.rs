@@ -43,13 +43,13 @@ pub struct MirrorManager {
     /// Changes whenever a static pod's status changes.
     pub status_changed: watch::Receiver<()>,
     /// The mirror pods bound to this node, for the pod manager.
-    pub mirrors_tx: mpsc::Sender<Vec<Pod>>,
+    pub mirrors_tx: mpsc::Sender<Vec<Arc<Pod>>>,
 }
 
 impl MirrorManager {
     pub async fn run(mut self, cancel: CancellationToken) {
         let (node_tx, node_rx) = watch::channel::<Option<NodeRef>>(None);
-        let (seen_tx, seen_rx) = watch::channel::<BTreeMap<String, Pod>>(BTreeMap::new());
+        let (seen_tx, seen_rx) = watch::channel::<BTreeMap<String, Arc<Pod>>>(BTreeMap::new());
         let facts = NodeFacts {
             name: self.node_name.clone(),
             ..self.node.clone()
@@ -85,12 +85,14 @@ async fn watch_loop(
     client: Arc<dyn MirrorClient>,
     events: Arc<dyn EventRecorder>,
     node: String,
-    seen_tx: watch::Sender<BTreeMap<String, Pod>>,
-    mirrors_tx: mpsc::Sender<Vec<Pod>>,
+    seen_tx: watch::Sender<BTreeMap<String, Arc<Pod>>>,
+    mirrors_tx: mpsc::Sender<Vec<Arc<Pod>>>,
     cancel: CancellationToken,
 ) {
     let mut stream = client.watch_pods(&node);
-    let mut pods: BTreeMap<String, Pod> = BTreeMap::new();
+    // One copy of each pod, shared by the reconcile loop, the admission
+    // loop and the pod manager.
+    let mut pods: BTreeMap<String, Arc<Pod>> = BTreeMap::new();
     // Its own task: a slow rejection write never holds up mirror pods.
     let (api_pods_tx, api_pods_rx) = watch::channel(BTreeMap::new());
     let admission = admission_loop(client.clone(), events, api_pods_rx, cancel.clone());
@@ -110,14 +112,14 @@ async fn watch_loop(
                 failing = false;
                 pods = list
                     .into_iter()
-                    .map(|p| (pod::uid(&p).to_string(), p))
+                    .map(|p| (pod::uid(&p).to_string(), Arc::new(p)))
                     .collect();
             }
             // A watch that resumed after an error goes on without a new
             // list: any event shows it works again.
             Ok(PodEvent::Applied(p)) => {
                 failing = false;
-                pods.insert(pod::uid(&p).to_string(), p);
+                pods.insert(pod::uid(&p).to_string(), Arc::new(p));
             }
             Ok(PodEvent::Deleted(p)) => {
                 failing = false;
@@ -143,7 +145,7 @@ async fn watch_loop(
 async fn reconcile_loop(
     m: MirrorManager,
     mut node_rx: watch::Receiver<Option<NodeRef>>,
-    mut seen_rx: watch::Receiver<BTreeMap<String, Pod>>,
+    mut seen_rx: watch::Receiver<BTreeMap<String, Arc<Pod>>>,
     cancel: CancellationToken,
 ) {
     let mut view_rx = m.view.clone();
@@ -152,7 +154,7 @@ async fn reconcile_loop(
     let mut failures = 0u32;
     loop {
         let node = node_rx.borrow_and_update().clone();
-        let mirrors: Vec<Pod> = seen_rx.borrow_and_update().values().cloned().collect();
+        let mirrors: Vec<Arc<Pod>> = seen_rx.borrow_and_update().values().cloned().collect();
         let view = view_rx.borrow_and_update().clone();
         let ok = reconcile_once(&m, node.as_ref(), &mirrors, &view).await;
         let wait = match ok {
@@ -187,15 +189,10 @@ async fn reconcile_loop(
 async fn reconcile_once(
     m: &MirrorManager,
     node: Option<&NodeRef>,
-    mirrors: &[Pod],
+    mirrors: &[Arc<Pod>],
     view: &AgentView,
 ) -> Result<(), MirrorError> {
-    let statics: Vec<Pod> = view
-        .manager
-        .get_pods()
-        .iter()
-        .map(|p| (**p).clone())
-        .collect();
+    let statics = view.manager.get_pods();
     let actions = decide(&MirrorInputs {
         static_pods: &statics,
         mirror_pods: mirrors,
@@ -265,7 +262,7 @@ async fn write_status(
 async fn act(
     m: &MirrorManager,
     node: Option<&NodeRef>,
-    statics: &[Pod],
+    statics: &[Arc<Pod>],
     action: &MirrorAction,
 ) -> Result<(), MirrorError> {
     let create = |static_uid: &str| -> Option<Pod> {

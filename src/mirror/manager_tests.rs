@@ -86,18 +86,28 @@ async fn creates_writes_status_replaces_and_survives_failures() {
             ..Default::default()
         }),
     );
-    reconcile_once(&m, Some(&node), &mirrors, &view(std::slice::from_ref(&v1)))
-        .await
-        .unwrap();
+    reconcile_once(
+        &m,
+        Some(&node),
+        &arcs(&mirrors),
+        &view(std::slice::from_ref(&v1)),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         client.calls().last().unwrap(),
         "patch_pod_status default/web-node-a"
     );
     let mirrors = client.pods();
     let n = client.calls().len();
-    reconcile_once(&m, Some(&node), &mirrors, &view(std::slice::from_ref(&v1)))
-        .await
-        .unwrap();
+    reconcile_once(
+        &m,
+        Some(&node),
+        &arcs(&mirrors),
+        &view(std::slice::from_ref(&v1)),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         client.calls().len(),
         n,
@@ -128,7 +138,7 @@ async fn creates_writes_status_replaces_and_survives_failures() {
     reconcile_once(
         &m,
         Some(&node),
-        &client.pods(),
+        &arcs(&client.pods()),
         &view(std::slice::from_ref(&v1)),
     )
     .await
@@ -137,7 +147,7 @@ async fn creates_writes_status_replaces_and_survives_failures() {
     reconcile_once(
         &m,
         Some(&node),
-        &client.pods(),
+        &arcs(&client.pods()),
         &view(std::slice::from_ref(&v1)),
     )
     .await
@@ -149,9 +159,14 @@ async fn creates_writes_status_replaces_and_survives_failures() {
 
     // The manifest changed: the outdated mirror is deleted and recreated.
     let v2 = static_pod("true");
-    reconcile_once(&m, Some(&node), &mirrors, &view(std::slice::from_ref(&v2)))
-        .await
-        .unwrap();
+    reconcile_once(
+        &m,
+        Some(&node),
+        &arcs(&mirrors),
+        &view(std::slice::from_ref(&v2)),
+    )
+    .await
+    .unwrap();
     let calls = client.calls();
     assert_eq!(
         calls[n..],
@@ -167,13 +182,23 @@ async fn creates_writes_status_replaces_and_survives_failures() {
     let v3 = static_pod("false");
     client.fail_next("delete_pod");
     assert!(
-        reconcile_once(&m, Some(&node), &mirrors, &view(std::slice::from_ref(&v3)))
-            .await
-            .is_err()
-    );
-    reconcile_once(&m, Some(&node), &mirrors, &view(std::slice::from_ref(&v3)))
+        reconcile_once(
+            &m,
+            Some(&node),
+            &arcs(&mirrors),
+            &view(std::slice::from_ref(&v3))
+        )
         .await
-        .unwrap();
+        .is_err()
+    );
+    reconcile_once(
+        &m,
+        Some(&node),
+        &arcs(&mirrors),
+        &view(std::slice::from_ref(&v3)),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         crate::mirror::decide::mirror_hash(&client.pods()[0]),
         crate::pod::annotation(&v3, crate::pod::CONFIG_HASH_ANNOTATION)
@@ -181,7 +206,7 @@ async fn creates_writes_status_replaces_and_survives_failures() {
 
     // The static pod is gone: its orphaned mirror is deleted.
     let mirrors = client.pods();
-    reconcile_once(&m, Some(&node), &mirrors, &view(&[]))
+    reconcile_once(&m, Some(&node), &arcs(&mirrors), &view(&[]))
         .await
         .unwrap();
     assert!(client.pods().is_empty());
@@ -220,7 +245,7 @@ async fn a_stale_copy_is_read_again_and_the_patch_made_from_what_is_stored() {
         .unwrap()
         .insert(crate::pod::uid(&web).to_string(), Arc::new(running.clone()));
     let n = client.calls().len();
-    reconcile_once(&m, Some(&node), &seen, &views())
+    reconcile_once(&m, Some(&node), &arcs(&seen), &views())
         .await
         .unwrap();
     assert_eq!(
@@ -249,7 +274,7 @@ async fn a_stale_copy_is_read_again_and_the_patch_made_from_what_is_stored() {
         .write()
         .unwrap()
         .insert(crate::pod::uid(&web).to_string(), Arc::default());
-    reconcile_once(&m, Some(&node), &seen, &views())
+    reconcile_once(&m, Some(&node), &arcs(&seen), &views())
         .await
         .unwrap();
     assert!(client.calls()[n..].contains(&"get_pod default/web-node-a".to_string()));
@@ -260,4 +285,9 @@ async fn a_stale_copy_is_read_again_and_the_patch_made_from_what_is_stored() {
             .count()
             == 1
     );
+}
+
+/// The watch's pods as the reconcile loop holds them: shared.
+fn arcs(pods: &[Pod]) -> Vec<Arc<Pod>> {
+    pods.iter().cloned().map(Arc::new).collect()
 }
