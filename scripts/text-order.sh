@@ -7,10 +7,12 @@
 # It builds the release binary, starts a private containerd 1.6 and a real
 # kube-apiserver of its own, and runs the binary under valgrind's callgrind
 # through an agent's ordinary life: start-up, the TLS connection to the API
-# server, static pods started (plain, exec- and httpGet-probed, one with an
-# init container, one crashing into back-off), their mirror pods and
+# server, the kubelet's HTTPS server and read-only port, static pods started
+# (plain, on the host and on the pod network, exec- and httpGet-probed, one
+# with an init container, one crashing into back-off), their mirror pods and
 # statuses, CRILET_TEXT_ORDER_IDLE seconds idle (default 90: relists, sweeps,
-# stats, the Lease, probes), the stats and pods the CLI reads, SIGTERM; then a
+# stats, the Lease, probes), a scrape of the stats and metrics, the stats and
+# pods the CLI reads, SIGTERM; then a
 # second life that adopts the running pods, and half the manifests removed.
 # scripts/text_order.py then names the functions whose instructions ran from
 # the link map build.rs writes.
@@ -27,6 +29,8 @@ need_toolchain
 
 W=${CRILET_TEXT_ORDER_DIR:-/tmp/crilet-text-order}
 IDLE=${CRILET_TEXT_ORDER_IDLE:-90}
+# The kubelet's server and read-only port, as the benches and nodes run them.
+PORT=26471 READ_ONLY_PORT=26472
 API_ENV=(CRILET_KUBE_TEST_DIR="$W/apiserver" CRILET_KUBE_TEST_PORT=26470 CRILET_KUBE_TEST_ETCD_PORT=22470)
 export CTRLAB_BRIDGE=criletorder0 CTRLAB_POD_CIDR=10.93.0.0/16 CTRLAB_CGROUP_ROOT=crilet-order
 PID=""
@@ -56,9 +60,9 @@ eval "$(env "${API_ENV[@]}" bash "$ROOT/scripts/apiserver-env.sh" up 2>"$W/apise
 crictl=$(bash "$ROOT/../shared/lab/bin.sh" crictl)
 node=crilet-node-1
 
-pod() { # NAME EXTRA-CONTAINER-YAML [EXTRA-SPEC-YAML]
+pod() { # NAME EXTRA-CONTAINER-YAML [EXTRA-SPEC-YAML]; HOSTNET=false: on the pod network
   printf '%s\n' "apiVersion: v1" "kind: Pod" "metadata:" "  name: $1" "spec:" \
-    "  hostNetwork: true" "  terminationGracePeriodSeconds: 1" "${3:-}" "  containers:" \
+    "  hostNetwork: ${HOSTNET:-true}" "  terminationGracePeriodSeconds: 1" "${3:-}" "  containers:" \
     "  - name: main" "    image: docker.io/library/busybox:latest" \
     "    imagePullPolicy: IfNotPresent" "$2" >"$W/manifests/$1.yaml"
 }
@@ -66,6 +70,9 @@ exec_probe='      exec:
         command: ["true"]
       periodSeconds: 5'
 for i in 1 2 3 4 5 6; do pod "plain-$i" '    command: [sleep, "3600"]'; done
+# Pods on the pod network (the CNI's IPs in the sandbox status), as most
+# of a node's pods are.
+for i in 1 2 3 4; do HOSTNET=false pod "net-$i" '    command: [sleep, "3600"]'; done
 for i in 1 2 3 4 5 6; do
   pod "probed-$i" "    command: [sleep, \"3600\"]
     livenessProbe:
@@ -93,7 +100,8 @@ pod crash '    command: [sh, -c, "echo bye; exit 3"]'
 # SNIPPET runs between its start and its SIGTERM.
 life() { # NAME SNIPPET
   valgrind --tool=callgrind --dump-instr=yes --dump-line=no \
-    --callgrind-out-file="$W/callgrind.$1" "$W/crilet" run --port 0 \
+    --callgrind-out-file="$W/callgrind.$1" "$W/crilet" run \
+    --address 127.0.0.1 --port "$PORT" --http-address "127.0.0.1:$READ_ONLY_PORT" \
     --container-runtime-endpoint "unix://$sock" --pod-manifest-path "$W/manifests" \
     --kubeconfig "$CRILET_KUBE_NODE_KUBECONFIG_DIR/kubeconfig-$node" --hostname-override "$node" \
     --node-ip 127.0.0.1 --cgroup-root /crilet-order --root-dir "$W/root" \
@@ -104,6 +112,13 @@ life() { # NAME SNIPPET
   kill -TERM "$PID"
   wait "$PID" 2>/dev/null || true
   PID=""
+}
+scrape() { # what a cluster reads of a node: its stats and metrics, and the authenticated port
+  local path
+  for path in /stats/summary /metrics /metrics/resource /pods /healthz; do
+    curl -s -o /dev/null "http://127.0.0.1:$READ_ONLY_PORT$path" || true
+  done
+  curl -sk -o /dev/null "https://127.0.0.1:$PORT/healthz" || true
 }
 all_up() { # every manifest's sandbox ready
   local t0 up want
@@ -118,6 +133,7 @@ all_up() { # every manifest's sandbox ready
 }
 say "a first life under callgrind: start-up, $(ls "$W/manifests" | wc -l) pods started, $IDLE s idle"
 life start 'all_up; sleep "$IDLE"
+  scrape
   for cmd in pods stats "logs plain-1-$node"; do
     "$W/crilet" $cmd --socket "$W/crilet.sock" >/dev/null 2>&1 || true
   done'
