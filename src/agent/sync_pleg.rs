@@ -44,7 +44,9 @@ impl PlegState {
     pub fn new(events: Option<EventReceiver>) -> Self {
         let pleg = Pleg::new(events.is_some());
         if pleg.mode() == Mode::Disabled {
-            tracing::info!(every = ?GENERIC_RELIST_PERIOD, "container events are off (--feature-gates EventedPLEG=false): relisting the runtime");
+            // Why (the gate, a runtime without the call or with a known
+            // bug) was said once at start, with the choice.
+            tracing::info!(every = ?GENERIC_RELIST_PERIOD, "not following the runtime's container events: relisting the runtime");
         }
         PlegState {
             pleg,

@@ -217,7 +217,7 @@ async fn events_off_relist_every_second_and_never_subscribe() {
     assert_eq!(h.subscribe_calls(), 0);
     assert_eq!(
         h.logs
-            .count("container events are off (--feature-gates EventedPLEG=false)"),
+            .count("not following the runtime's container events: relisting the runtime"),
         1
     );
 }

@@ -212,8 +212,8 @@ async fn subscribe_once(
 }
 
 /// Whether to follow the runtime's container events, from the gate as set
-/// (`None`: not set) and the runtime's `Version`; says why when a known
-/// bug of the runtime decides it.
+/// (`None`: not set) and the runtime's `Version`; says why once, unless it
+/// follows them as asked.
 pub fn choose(gate: Option<bool>, runtime_name: &str, runtime_version: &str) -> bool {
     use crate::pleg::event_choice::{EventsChoice, events_choice};
     let choice = events_choice(gate, runtime_name, runtime_version);
@@ -230,7 +230,16 @@ pub fn choose(gate: Option<bool>, runtime_name: &str, runtime_version: &str) -> 
             bug,
             "subscribing to this runtime's container events as EventedPLEG=true asks, despite its known bug"
         ),
-        EventsChoice::Follow | EventsChoice::Relist => {}
+        // The sync loop's words for a runtime that refuses the call.
+        EventsChoice::RelistUnserved => tracing::info!(
+            runtime = runtime_name,
+            version = runtime_version,
+            "the runtime does not serve GetContainerEvents; crilet falls back to relist every second (the call came with containerd 1.7)"
+        ),
+        EventsChoice::Relist => {
+            tracing::info!("container events are off (--feature-gates EventedPLEG=false)")
+        }
+        EventsChoice::Follow => {}
     }
     choice.follows()
 }
