@@ -72,7 +72,20 @@ fn container_pids(id: &str) -> Vec<u32> {
 
 /// SIGKILL to every process of the container, behind the runtime's back.
 fn kill_outside_cri(id: &str) -> usize {
-    let pids = container_pids(id);
+    kill_pids(container_pids(id))
+}
+
+/// SIGKILL to the processes of container `id` whose command is `comm`,
+/// from the host: an exec in the container that kills its own init would
+/// itself die with the container, at a time of the kernel's choosing.
+pub fn kill_named_outside_cri(id: &str, comm: &str) -> usize {
+    let named = |pid: &u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == comm)
+    };
+    kill_pids(container_pids(id).into_iter().filter(named).collect())
+}
+
+fn kill_pids(pids: Vec<u32>) -> usize {
     for pid in &pids {
         let _ = std::process::Command::new("kill")
             .args(["-KILL", &pid.to_string()])

@@ -12,6 +12,7 @@ use crilet::cri::{ContainerState, PodSandboxState, Runtime};
 use k8s_openapi::api::core::v1::{ContainerStatus, PodStatus};
 
 use crate::agent::*;
+use crate::events::kill_named_outside_cri;
 use crate::kube::Lab;
 use crate::probes::{agent_with_api, agent_with_http, condition, served_status, wait_status};
 use crate::support::{eventually, free_port};
@@ -126,14 +127,10 @@ async fn a_sleeping_sidecar_runs_beside_main_decides_readiness_and_restarts() {
     assert_eq!((side.started, side.ready), (Some(true), true));
 
     // Its process dies: it is restarted, main runs on untouched.
-    let main_id = agent
-        .view(&rt, "side")
-        .await
-        .running("main")
-        .unwrap()
-        .id
-        .clone();
-    exec_in(&rt, &agent, "side", "side", "kill -9 $(pidof sleep)").await;
+    let v = agent.view(&rt, "side").await;
+    let main_id = v.running("main").unwrap().id.clone();
+    let side_id = &v.running("side").unwrap().id;
+    assert_eq!(kill_named_outside_cri(side_id, "sleep"), 1, "{v:#?}");
     let s = wait_status(&agent, port, "side", LIMIT, "the sidecar restarted", |s| {
         let side = init_status(s, "side");
         side.is_some_and(|c| c.restart_count == 1) && is_running(side)
