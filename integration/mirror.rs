@@ -345,6 +345,13 @@ async fn foreign_mirror_and_a_deleted_node_converge() {
         "{logs}"
     );
 
+    // The pod runs (the mirror is written before its containers start).
+    let v = wait_for(&rt, &agent, "web", LIMIT, "main running", |v| {
+        v.running("main").is_some()
+    })
+    .await;
+    let main_id = v.running("main").unwrap().id.clone();
+
     // An admin deletes the Node. No garbage collector runs here, so the
     // mirror stays, owned by a Node that is gone: crilet registers a new
     // Node and replaces the mirror with one the new Node owns.
@@ -365,7 +372,10 @@ async fn foreign_mirror_and_a_deleted_node_converge() {
         agent.logs()
     );
     // None of this touched the pod on the node.
-    assert_eq!(agent.view(&rt, "web").await.named("main").len(), 1);
+    let v = agent.view(&rt, "web").await;
+    let running = v.running("main").map(|c| c.id.as_str());
+    assert_eq!(running, Some(main_id.as_str()), "{v:#?}\n{}", agent.logs());
+    assert_eq!(v.named("main").len(), 1, "{v:#?}\n{}", agent.logs());
 }
 
 #[tokio::test]
