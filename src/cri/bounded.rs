@@ -10,10 +10,15 @@
 //! side by side.
 //!
 //! Invariant: at most `limit` of RunPodSandbox, CreateContainer,
-//! StartContainer, StopPodSandbox, RemoveContainer and RemovePodSandbox are
-//! in flight through one `BoundedRuntime`; every other call (reads, stats,
-//! exec, StopContainer, which waits out a grace period, and PullImage,
-//! which has its own flights) passes straight through.
+//! StartContainer, StopPodSandbox, RemoveContainer and RemovePodSandbox
+//! younger than [`SLOT_HOLD_LIMIT`] are in flight through one
+//! `BoundedRuntime`; every other call (reads, stats, exec, StopContainer,
+//! which waits out a grace period, and PullImage, which has its own
+//! flights) passes straight through. A call still running at the limit
+//! gives its slot back and goes on: the bound paces bursts, and must not
+//! let a few calls the runtime holds stall every other pod (CRI-O 1.32
+//! holds a shareProcessNamespace pod's StopPodSandbox for 2 minutes, and
+//! RemoveContainer calls of other pods wait behind it).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +26,12 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 
 use super::*;
+
+/// How long a mutating call holds its slot at most. Runtimes answer these
+/// calls in tens to hundreds of milliseconds, a loaded machine in a second
+/// or two; a call still running after this is held by the runtime, and
+/// waiting behind it gains nothing.
+pub const SLOT_HOLD_LIMIT: Duration = Duration::from_secs(2);
 
 /// Bounds the mutating CRI calls of `inner` to `limit` at once.
 pub struct BoundedRuntime {
@@ -37,12 +48,24 @@ impl BoundedRuntime {
         }
     }
 
-    /// Runs one mutating call under a permit.
+    /// Runs one mutating call under a permit, held for at most
+    /// [`SLOT_HOLD_LIMIT`].
     async fn bounded<T>(&self, call: impl std::future::Future<Output = Result<T>>) -> Result<T> {
         // The semaphore is never closed, so acquiring cannot fail.
         let queued = super::wait::InFlight::queue();
-        let _permit = self.permits.acquire().await.ok();
+        let permit = self.permits.acquire().await.ok();
         drop(queued);
+        let mut call = std::pin::pin!(call);
+        tokio::select! {
+            biased;
+            result = &mut call => return result,
+            _ = tokio::time::sleep(SLOT_HOLD_LIMIT) => {}
+        }
+        drop(permit);
+        tracing::debug!(
+            held = ?SLOT_HOLD_LIMIT,
+            "a runtime mutation outlived its slot; the next one goes ahead"
+        );
         call.await
     }
 }

@@ -1,5 +1,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use tokio_util::sync::CancellationToken;
+
 use super::*;
 use crate::cri::fake::sandbox;
 
@@ -117,4 +119,41 @@ async fn reads_with_a_default_body_in_the_trait_are_passed_on_too() {
         fake.container_status_verbose(&cid).await.unwrap()
     );
     assert!(b.container_status_verbose(&cid).await.unwrap().1.is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_the_runtime_holds_gives_its_slot_back_at_the_limit() {
+    let b = Arc::new(BoundedRuntime::new(Arc::new(FakeRuntime::new()), 1));
+    let (finished, release) = (Arc::new(AtomicUsize::new(0)), CancellationToken::new());
+    // A call the runtime holds (a StopPodSandbox CRI-O keeps for minutes).
+    let held = tokio::spawn({
+        let (b, finished, release) = (b.clone(), finished.clone(), release.clone());
+        async move {
+            b.bounded(async {
+                release.cancelled().await;
+                finished.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .await
+        }
+    });
+    tokio::task::yield_now().await;
+    // Before the limit, the next mutation waits for the slot...
+    let sb = sandbox("a");
+    let early = SLOT_HOLD_LIMIT - Duration::from_millis(100);
+    assert!(
+        tokio::time::timeout(early, b.run_pod_sandbox(&sb))
+            .await
+            .is_err()
+    );
+    // ...and at the limit it goes ahead while the held call still runs.
+    tokio::time::timeout(Duration::from_millis(200), b.run_pod_sandbox(&sb))
+        .await
+        .expect("the held call kept its slot past the limit")
+        .unwrap();
+    assert_eq!(finished.load(Ordering::SeqCst), 0);
+    // The held call still ends with its own result.
+    release.cancel();
+    held.await.unwrap().unwrap();
+    assert_eq!(finished.load(Ordering::SeqCst), 1);
 }
