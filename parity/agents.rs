@@ -118,13 +118,28 @@ fn start_on(
     let healthy = wait_for(Duration::from_secs(60), Duration::from_millis(200), || {
         lab.get("/pods").map(|_| ())
     });
-    assert!(
-        healthy.is_some(),
-        "{} did not serve /pods on 127.0.0.1:{} within 60 s (log {})",
-        agent.name(),
-        lab.read_only_port(),
-        running.log.display()
-    );
+    if healthy.is_none() {
+        // The run directory goes with the lab's clean-up: what the agent
+        // said, and whether it still runs, go into the failure itself.
+        let exited = running
+            .crilet
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten());
+        let log = std::fs::read_to_string(&running.log).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(60).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        panic!(
+            "{} did not serve /pods on 127.0.0.1:{} within 60 s ({}; log {}); its last lines:\n{}",
+            agent.name(),
+            lab.read_only_port(),
+            match exited {
+                Some(status) => format!("exited: {status}"),
+                None => "still running".to_string(),
+            },
+            running.log.display(),
+            tail.join("\n")
+        );
+    }
     running
 }
 

@@ -162,12 +162,17 @@ show_runtime_logs() { # KIND: the tail of each of its instances' logs, and where
 cleanup() {
   local rc=$? entry pid
   for pid in "${JOBS[@]}"; do pkill -TERM -P "$pid" 2>/dev/null || true; kill -- "$pid" 2>/dev/null || true; done
-  say "stopping the private runtimes and the API servers (their logs kept in $TIMES/runtime-*.log)"
+  say "stopping the private runtimes and the API servers (their logs kept in $TIMES/runtime-*.log and $TIMES/parity-*.log)"
   for entry in "${UP_NOW[@]}"; do
     keep_runtime_log "${entry#* }" >/dev/null || true
     bash "$RT" down "${entry%% *}" "${entry#* }" --purge >/dev/null 2>&1 || say "could not stop $entry"
   done
   for entry in "${PARITY_UP[@]}"; do
+    # Its runtime's log and both agents' logs, before the purge.
+    keep_runtime_log "/tmp/crilet-par-$entry" >/dev/null || true
+    for f in /tmp/crilet-parity-run-"$entry"/{crilet,crilet-takeover,kubelet/kubelet}.log; do
+      [ -f "$f" ] && cp -f "$f" "$TIMES/parity-$entry-$(basename "$f")"
+    done
     bash "$ROOT/scripts/parity-env.sh" down "$entry" >/dev/null 2>&1 || say "could not stop the parity instance of $entry"
   done
   for entry in "${APISERVERS[@]}"; do
