@@ -24,6 +24,7 @@ running at the end. Kills only the processes it started, by PID.
 """
 
 import argparse
+import collections
 import json
 import os
 import random
@@ -79,7 +80,8 @@ def sample(pid, metrics_url):
     fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
     rss_kib = int(fields["VmRSS"].split()[0])
     threads = int(fields["Threads"])
-    fds = len(os.listdir(f"/proc/{pid}/fd"))
+    kinds = fd_kinds(pid)
+    fds = sum(kinds.values())
     tasks = None
     try:
         with urllib.request.urlopen(metrics_url, timeout=5) as r:
@@ -88,7 +90,33 @@ def sample(pid, metrics_url):
                     tasks = int(float(line.split()[1]))
     except OSError as e:
         log(f"no /metrics: {e}")
-    return {"rss_kib": rss_kib, "fds": fds, "threads": threads, "tasks": tasks}
+    return {"rss_kib": rss_kib, "fds": fds, "threads": threads, "tasks": tasks, "fd_kinds": kinds}
+
+
+def fd_kinds(pid):
+    """What the process's descriptors are, counted: a socket, pipe or
+    anonymous inode by its kind, a file by its path."""
+    kinds = collections.Counter()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue  # closed between the listing and the read
+        kinds[target.split(":[", 1)[0] if target.startswith(("socket:", "pipe:")) else target] += 1
+    return kinds
+
+
+def fds_added(samples, warmup, window, end):
+    """The descriptors the last window's fewest-descriptor sample holds
+    beyond the first window's most-descriptor one: what a growth of fds is
+    made of ({kind: how many more})."""
+    first = [s for t, s in samples if warmup <= t < warmup + window and s.get("fd_kinds") is not None]
+    last = [s for t, s in samples if t >= end - window and s.get("fd_kinds") is not None]
+    if not first or not last:
+        return {}
+    a = max(first, key=lambda s: s["fds"])["fd_kinds"]
+    b = min(last, key=lambda s: s["fds"])["fd_kinds"]
+    return {k: n - a.get(k, 0) for k, n in sorted(b.items()) if n > a.get(k, 0)}
 
 
 def growth(samples, warmup, window, end):
@@ -199,6 +227,8 @@ def main():
                 if grew > limits[key]:
                     failures.append(f"{key} grew by {grew}{unit}: {first} -> {last}")
             log(f"growth {key}: first window max {first}{unit}, last window min {last}{unit}: {grew:+}{unit} {verdict}")
+            if key == "fds" and grew > limits[key]:
+                log(f"descriptors added: {fds_added(samples, warmup, window, end)}")
         for key in ("rss_kib", "fds", "tasks"):
             if key not in g:
                 failures.append(f"no {key} readings in both windows")

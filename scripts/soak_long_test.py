@@ -31,6 +31,23 @@ class Growth(unittest.TestCase):
         self.assertIn("fds", g)
 
 
+class FdsAdded(unittest.TestCase):
+    def test_what_the_last_window_holds_beyond_the_first(self):
+        def at(fds, kinds):
+            return dict(readings(1, fds=fds), fd_kinds=kinds)
+
+        samples = [
+            (0, at(3, {"/dev/null": 3})),
+            (40, at(4, {"socket": 2, "/dev/null": 2})),
+            (50, at(5, {"socket": 3, "/dev/null": 2})),
+            (100, at(7, {"socket": 4, "pipe": 1, "/dev/null": 2})),
+            (110, at(6, {"socket": 3, "pipe": 1, "/dev/null": 2})),
+        ]
+        # First window (30-60): its most, 5; last (90-120): its fewest, 6.
+        self.assertEqual(sl.fds_added(samples, warmup=30, window=30, end=120), {"pipe": 1})
+        self.assertEqual(sl.fds_added(samples[:2], warmup=30, window=30, end=120), {})
+
+
 class Manifests(unittest.TestCase):
     def test_probed_flapping_and_crashing_pods(self):
         crash = sl.manifest(0, 23100, 0)
