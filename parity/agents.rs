@@ -291,6 +291,10 @@ pub fn crilet_command(
         .arg(&lab.node_kubeconfig)
         .arg("--root-dir")
         .arg(root_dir)
+        // The test command runs one lab per runtime at once: crilet's
+        // default /run/crilet/crilet.sock would be taken by the other's.
+        .arg("--socket")
+        .arg(lab.dir.join("crilet.sock"))
         .args(["--cgroup-root", &format!("/{}", lab.cgroup_root)])
         .args(["--address", "127.0.0.1", "--port", &port.to_string()])
         .args([
