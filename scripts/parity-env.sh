@@ -6,6 +6,9 @@
 #                             environment on stdout, as `export NAME=value`
 #                             lines (eval "$(... up crio)")
 #   parity-env.sh down KIND   stop them and remove what they left
+#   parity-env.sh keep-logs KIND DIR
+#                             copy the runtime's and the agents' logs to
+#                             DIR/parity-KIND-*.log before a `down`
 #   KIND: containerd1, containerd2 or crio.
 #
 # Why an instance of its own: the kubelet removes every kubelet-labelled pod
@@ -31,7 +34,10 @@
 # credential for the node crilet-parity.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-[ $# -eq 2 ] || die "usage: parity-env.sh up|down KIND"
+case "$#:${1:-}" in
+  2:up | 2:down | 3:keep-logs) ;;
+  *) die "usage: parity-env.sh up|down KIND, or keep-logs KIND DIR" ;;
+esac
 CMD=$1 KIND=$2
 case "$KIND" in
   containerd1) N=17 ;;
@@ -95,5 +101,12 @@ EOF
     done
     rm -rf "$RUN"
     ;;
-  *) die "usage: parity-env.sh up|down KIND" ;;
+  keep-logs)
+    for f in "$DIR"/crio.log "$DIR"/containerd.log "$RUN"/{crilet,crilet-takeover,kubelet/kubelet}.log; do
+      [ -f "$f" ] || continue
+      case $f in "$DIR"/*) name=runtime ;; *) name=$(basename "$f" .log) ;; esac
+      cp -f "$f" "$3/parity-$KIND-$name.log"
+    done
+    ;;
+  *) die "usage: parity-env.sh up|down KIND, or keep-logs KIND DIR" ;;
 esac

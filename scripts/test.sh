@@ -168,11 +168,7 @@ cleanup() {
     bash "$RT" down "${entry%% *}" "${entry#* }" --purge >/dev/null 2>&1 || say "could not stop $entry"
   done
   for entry in "${PARITY_UP[@]}"; do
-    # Its runtime's log and both agents' logs, before the purge.
-    keep_runtime_log "/tmp/crilet-par-$entry" >/dev/null || true
-    for f in /tmp/crilet-parity-run-"$entry"/{crilet,crilet-takeover,kubelet/kubelet}.log; do
-      [ -f "$f" ] && cp -f "$f" "$TIMES/parity-$entry-$(basename "$f")"
-    done
+    bash "$ROOT/scripts/parity-env.sh" keep-logs "$entry" "$TIMES" || say "could not keep the parity logs of $entry"
     bash "$ROOT/scripts/parity-env.sh" down "$entry" >/dev/null 2>&1 || say "could not stop the parity instance of $entry"
   done
   for entry in "${APISERVERS[@]}"; do
