@@ -126,8 +126,8 @@ fn start_on(
             .as_mut()
             .and_then(|c| c.try_wait().ok().flatten());
         let log = std::fs::read_to_string(&running.log).unwrap_or_default();
-        let tail: Vec<&str> = log.lines().rev().take(60).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(60)..];
         panic!(
             "{} did not serve /pods on 127.0.0.1:{} within 60 s ({}; log {}); its last lines:\n{}",
             agent.name(),

@@ -110,8 +110,7 @@ def fds_added(samples, warmup, window, end):
     """The descriptors the last window's fewest-descriptor sample holds
     beyond the first window's most-descriptor one: what a growth of fds is
     made of ({kind: how many more})."""
-    first = [s for t, s in samples if warmup <= t < warmup + window and s.get("fd_kinds") is not None]
-    last = [s for t, s in samples if t >= end - window and s.get("fd_kinds") is not None]
+    first, last = windows(samples, warmup, window, end)
     if not first or not last:
         return {}
     a = max(first, key=lambda s: s["fds"])["fd_kinds"]
@@ -119,11 +118,18 @@ def fds_added(samples, warmup, window, end):
     return {k: n - a.get(k, 0) for k, n in sorted(b.items()) if n > a.get(k, 0)}
 
 
+def windows(samples, warmup, window, end):
+    """The readings of the first window after the warm-up and of the last
+    one before `end`, from (t, reading) samples."""
+    first = [s for t, s in samples if warmup <= t < warmup + window]
+    last = [s for t, s in samples if t >= end - window]
+    return first, last
+
+
 def growth(samples, warmup, window, end):
     """(first window, last window) of (t, reading) samples: the largest
     reading of the first and the smallest of the last, per figure."""
-    first = [s for t, s in samples if warmup <= t < warmup + window]
-    last = [s for t, s in samples if t >= end - window]
+    first, last = windows(samples, warmup, window, end)
     out = {}
     for key in ("rss_kib", "fds", "tasks", "threads"):
         a = [s[key] for s in first if s[key] is not None]

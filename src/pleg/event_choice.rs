@@ -73,7 +73,7 @@ pub fn known_events_bug(runtime_name: &str, runtime_version: &str) -> Option<&'s
 /// Whether this runtime is known to lack GetContainerEvents: containerd
 /// before 1.7. A version crilet cannot read is asked (the call's own
 /// Unimplemented answer then decides).
-pub fn lacks_container_events(runtime_name: &str, runtime_version: &str) -> bool {
+fn lacks_container_events(runtime_name: &str, runtime_version: &str) -> bool {
     runtime_name == "containerd" && major_minor(runtime_version).is_some_and(|v| v < (1, 7))
 }
 
