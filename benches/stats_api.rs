@@ -126,6 +126,7 @@ async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     // Two collector rounds fill the cache (the second has CPU rates).
     let collector = Collector {
         runtime: rt.clone(),
+        sandbox_stops: Default::default(),
         disk: Arc::new(Statvfs),
         node_name: "bench-node".into(),
         root_dir: scratch.path().to_path_buf(),

@@ -232,8 +232,12 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
             .await?,
         );
     }
+    // The pod workers count their StopPodSandbox calls; the collector
+    // leaves ListPodSandboxStats out while any runs (cri::SandboxStops).
+    let sandbox_stops = crilet::cri::SandboxStops::default();
     let collector = crilet::stats::collector::Collector {
         runtime: Arc::clone(&runtime),
+        sandbox_stops: sandbox_stops.clone(),
         disk: Arc::new(Statvfs),
         node_name: node_name.clone(),
         root_dir: settings.root_dir.clone(),
@@ -325,6 +329,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         manifest_url,
         probe_recorder: Some(probe_recorder),
         event_counters,
+        sandbox_stops,
         observation: observation_rx,
         cgroup_fs: std::path::PathBuf::from(CGROUP_ROOT),
     };

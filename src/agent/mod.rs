@@ -92,6 +92,8 @@ pub struct Agent {
     pub services: ServiceLister,
     /// The RuntimeClasses, for the sandboxes' runtime handler.
     pub runtime_classes: crate::kubeapi::runtime_class::RuntimeClassLookup,
+    /// The StopPodSandbox calls in flight, shared with the stats collector.
+    pub sandbox_stops: crate::cri::SandboxStops,
 }
 
 impl Agent {
@@ -139,6 +141,7 @@ impl Agent {
             status_changed: status_tx,
             cgroup_fs: self.cgroup_fs.clone(),
             done: done_tx,
+            sandbox_stops: self.sandbox_stops.clone(),
             prober: Arc::new(ProberContext {
                 runner: handlers.clone(),
                 recorder: self.probe_recorder.clone(),
@@ -399,20 +402,35 @@ impl SyncLoop {
     }
 
     fn handle_done(&mut self, d: WorkerDone) {
-        self.finish(d);
+        match d {
+            WorkerDone::Terminated { uid } => self.terminated(&uid),
+            WorkerDone::Removed { uid } => self.finish(&uid),
+        }
         self.publish();
     }
 
-    fn finish(&mut self, d: WorkerDone) {
-        self.workers.remove(&d.uid);
-        let full_name = self.terminating.remove(&d.uid);
+    /// The worker has exited: its pod is gone from the runtime.
+    fn finish(&mut self, uid: &str) {
+        self.workers.remove(uid);
+        let full_name = self.terminating.remove(uid);
         // Re-added while it was being terminated: run it again.
-        if let Some(p) = self.manager.get_pod_by_uid(&d.uid) {
+        if let Some(p) = self.manager.get_pod_by_uid(uid) {
             if self.admit(&p) {
-                self.dispatch(d.uid.clone(), PodWork::Sync(Arc::new((*p).clone())));
+                self.dispatch(uid.to_owned(), PodWork::Sync(Arc::new((*p).clone())));
             }
         }
-        // A pod that waited for this name may start now.
+        self.name_freed(full_name);
+    }
+
+    /// Everything of the pod is stopped (its worker may still be removing
+    /// it): its mirror pod may go, and a pod that waited for its name starts.
+    fn terminated(&mut self, uid: &str) {
+        let full_name = self.terminating.remove(uid);
+        self.name_freed(full_name);
+    }
+
+    /// A pod that waited for this name may start now.
+    fn name_freed(&mut self, full_name: Option<String>) {
         let Some(name) = full_name else { return };
         if self.terminating.values().any(|n| *n == name) {
             return;

@@ -480,3 +480,54 @@ async fn a_pod_the_kubelet_runs_as_the_manifest_says_is_taken_over_not_restarted
         "k1"
     );
 }
+
+/// The runtime holds the old pod's RemoveContainer (CRI-O 1.32 can, for
+/// minutes): the edited manifest's pod starts once the old one is
+/// stopped, as under the kubelet, and the old sandbox is removed after
+/// the removal wait all the same.
+#[tokio::test(start_paused = true)]
+async fn a_held_removal_keeps_neither_the_next_pod_of_the_name_nor_the_old_sandbox() {
+    use super::super::worker::CONTAINER_REMOVAL_WAIT;
+    let rt = Arc::new(FakeRuntime::new());
+    let h = start(rt.clone(), false).await;
+    run_for(3 * S).await;
+    let (old_container, _) = h.running().await.expect("web runs");
+    let release = rt.hold("RemoveContainer");
+    let mut edited = pod();
+    edited.metadata.uid = Some("u2".into());
+    let set = SourceSet {
+        source: FILE_SOURCE_NAME,
+        pods: vec![SourcePod::new("web.yaml", edited)],
+    };
+    h._sets.send(set).await.unwrap();
+    let sandboxes = |uid: &'static str| {
+        let rt = rt.clone();
+        async move {
+            let all = rt.list_pod_sandbox(&Default::default()).await.unwrap();
+            (all.into_iter())
+                .filter(|s| s.metadata.uid == uid)
+                .map(|s| s.state)
+                .collect::<Vec<_>>()
+        }
+    };
+    run_for(CONTAINER_REMOVAL_WAIT / 2).await;
+    use crate::cri::PodSandboxState::{NotReady, Ready};
+    assert_eq!(sandboxes("u2").await, [Ready], "{}", h.logs.text());
+    assert_eq!(sandboxes("u1").await, [NotReady], "{}", h.logs.text());
+    let held = |c: &&crate::cri::fake::Call| c.op == "RemoveContainer" && c.arg == old_container;
+    assert_eq!(rt.calls().iter().filter(held).count(), 1);
+    run_for(CONTAINER_REMOVAL_WAIT).await;
+    assert_eq!(sandboxes("u1").await, [], "{}", h.logs.text());
+    assert_eq!(
+        h.logs.count("the runtime has not answered RemoveContainer"),
+        1
+    );
+    release.cancel();
+    run_for(S).await;
+    assert_eq!(sandboxes("u2").await, [Ready], "{}", h.logs.text());
+    assert!(
+        h.logs.count("pod terminated and removed") >= 1,
+        "{}",
+        h.logs.text()
+    );
+}

@@ -38,6 +38,8 @@ pub struct KubeletDeps {
     pub manifest_url: Option<crate::config::http::UrlSource>,
     pub probe_recorder: Option<Arc<dyn crate::prober::manager::ProbeRecorder>>,
     pub event_counters: Arc<crate::pleg::container_events::EventCounters>,
+    /// The StopPodSandbox calls in flight, shared with the stats collector.
+    pub sandbox_stops: crate::cri::SandboxStops,
     /// The node's latest readings, for the pressure conditions.
     pub observation: tokio::sync::watch::Receiver<Option<Observation>>,
     /// The cgroup filesystem (`/sys/fs/cgroup` on a real node).
@@ -95,6 +97,7 @@ pub async fn start_kubelet(
         events: events.clone(),
         services,
         runtime_classes,
+        sandbox_stops: deps.sandbox_stops,
     };
     let node_runtime_version = crate::nodestatus::node::container_runtime_version(
         &version.runtime_name,

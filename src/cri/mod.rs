@@ -14,6 +14,7 @@ mod convert;
 pub mod endpoint;
 mod error;
 pub mod fake;
+mod sandbox_stops;
 pub mod types;
 pub mod wait;
 
@@ -22,6 +23,7 @@ pub use client::{CriRuntime, RuntimeOptions};
 pub use endpoint::{DEFAULT_ENDPOINT, Endpoint};
 pub use error::RuntimeError;
 pub use fake::FakeRuntime;
+pub use sandbox_stops::{SandboxStop, SandboxStops};
 pub use types::*;
 
 use std::time::Duration;

@@ -69,6 +69,7 @@ pub async fn start(
         manifest_url: None,
         probe_recorder: None,
         event_counters: Default::default(),
+        sandbox_stops: Default::default(),
         observation,
         cgroup_fs: dirs.cgroup_fs(),
     };

@@ -18,7 +18,7 @@ use super::host;
 use super::types::Time;
 use crate::cri::{
     Container, ContainerFilter, ContainerState, ContainerStatsFilter, PodSandboxFilter,
-    PodSandboxStatsFilter, Runtime, RuntimeError,
+    PodSandboxStatsFilter, Runtime, RuntimeError, SandboxStops,
 };
 use crate::images::disk::DiskStats;
 use crate::kuberuntime::labels::ContainerLabels;
@@ -32,6 +32,9 @@ pub const DEFAULT_STATS_PERIOD: Duration = Duration::from_secs(10);
 
 pub struct Collector {
     pub runtime: Arc<dyn Runtime>,
+    /// While any sandbox stops, a round leaves out ListPodSandboxStats and
+    /// sums container stats instead (see `cri::SandboxStops`).
+    pub sandbox_stops: SandboxStops,
     pub disk: Arc<dyn DiskStats>,
     pub node_name: String,
     /// crilet's root directory: its filesystem is the node fs.
@@ -90,7 +93,11 @@ impl Collector {
         let container_stats = rt
             .list_container_stats(&ContainerStatsFilter::default())
             .await?;
-        let sandbox_stats = if *sandbox_stats_supported {
+        let sandbox_stopping = self.sandbox_stops.any();
+        if sandbox_stopping && *sandbox_stats_supported {
+            tracing::debug!("a sandbox is stopping; pod stats from container stats this round");
+        }
+        let sandbox_stats = if *sandbox_stats_supported && !sandbox_stopping {
             match rt
                 .list_pod_sandbox_stats(&PodSandboxStatsFilter::default())
                 .await
@@ -270,6 +277,7 @@ mod tests {
     fn collector(rt: Arc<FakeRuntime>, root: &Path) -> Collector {
         Collector {
             runtime: rt,
+            sandbox_stops: SandboxStops::default(),
             disk: Arc::new(Statvfs),
             node_name: "n1".into(),
             root_dir: root.to_path_buf(),
@@ -304,6 +312,31 @@ mod tests {
         let before = calls(&rt);
         c.round(Some(&s), &mut supported).await.unwrap();
         assert_eq!(calls(&rt), before, "not asked again");
+    }
+
+    /// CRI-O holds removals behind a ListPodSandboxStats sent while a
+    /// sandbox stops: none is sent then, and the next round asks again.
+    #[tokio::test]
+    async fn no_sandbox_stats_are_asked_while_a_sandbox_stops() {
+        let rt = runtime_with_a_pod().await;
+        let root = tempfile::tempdir().unwrap();
+        let c = collector(rt.clone(), root.path());
+        let mut supported = true;
+        let asked = |rt: &FakeRuntime| {
+            (rt.ops().iter())
+                .filter(|op| **op == "ListPodSandboxStats")
+                .count()
+        };
+        let stopping = c.sandbox_stops.begin();
+        let s = c.round(None, &mut supported).await.unwrap();
+        assert_eq!(asked(&rt), 0);
+        assert!(supported);
+        assert!(s.pods["u1"].cpu.is_some(), "summed from the container");
+        assert!(s.pods["u1"].process_stats.is_none());
+        drop(stopping);
+        let s = c.round(Some(&s), &mut supported).await.unwrap();
+        assert_eq!(asked(&rt), 1);
+        assert!(s.pods["u1"].process_stats.is_some());
     }
 
     #[tokio::test]

@@ -46,6 +46,8 @@ use crate::prober::handlers::HookRunner;
 use crate::prober::manager::{PodProber, ProberContext};
 use hooks::kill_container;
 use start::pull_key;
+#[cfg(test)]
+pub(crate) use stop::CONTAINER_REMOVAL_WAIT;
 use stop::kill_all;
 
 /// What a worker is asked to do.
@@ -62,10 +64,16 @@ pub enum PodWork {
     },
 }
 
-/// Sent to the sync loop when a worker has finished terminating its pod.
+/// What a terminating worker tells the sync loop, in this order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkerDone {
-    pub uid: String,
+pub enum WorkerDone {
+    /// Every container and sandbox of the pod is stopped: the pod is
+    /// terminated as the kubelet counts it, so its mirror pod may go and a
+    /// pod of its full name may start. The worker goes on removing.
+    Terminated { uid: String },
+    /// Its runtime objects, cgroup and directories are removed too, and
+    /// the worker has exited.
+    Removed { uid: String },
 }
 
 /// What every worker shares.
@@ -80,6 +88,8 @@ pub struct WorkerContext {
     /// cgroupfs mount (normally /sys/fs/cgroup); pod cgroups are removed here.
     pub cgroup_fs: PathBuf,
     pub done: mpsc::UnboundedSender<WorkerDone>,
+    /// The StopPodSandbox calls in flight (the stats collector reads it).
+    pub sandbox_stops: crate::cri::SandboxStops,
     /// What every pod's probers share (handlers, metrics, agent start).
     pub prober: Arc<ProberContext>,
     /// Runs postStart and preStop hooks.
@@ -276,7 +286,8 @@ impl Worker {
                         Ok(()) => {
                             // Done, unless a new update arrived meanwhile.
                             if !rx.has_changed().unwrap_or(false) {
-                                let _ = self.ctx.done.send(WorkerDone { uid: uid.clone() });
+                                let _ =
+                                    self.ctx.done.send(WorkerDone::Removed { uid: uid.clone() });
                                 return;
                             }
                             Ok(None)

@@ -3,8 +3,11 @@
 //! runtime objects (each container with its log files), cgroup, directories
 //! and status. Part of the pod worker.
 //!
-//! Invariant: a pod counts as terminated only once a fresh observation
-//! finds none of its runtime objects left.
+//! Invariants: the pod is reported terminated (its mirror pod may go, a
+//! pod of its full name may start) once every container and sandbox of it
+//! is stopped, as the kubelet's pod worker reports it, so a removal the
+//! runtime holds delays no one; the worker ends only once a fresh
+//! observation finds none of its runtime objects left.
 
 use super::*;
 use crate::agent::orphan_dirs::legacy_pod_logs_dir;
@@ -30,24 +33,9 @@ impl Worker {
             pod_sandbox_id: Some(id.to_string()),
             ..Default::default()
         };
-        for c in rt.list_containers(&of_sandbox).await? {
-            self.remove_container_and_logs(full_name, &c.id).await?;
-        }
+        let ids = rt.list_containers(&of_sandbox).await?.into_iter();
+        remove_containers(&self.ctx, full_name, ids.map(|c| c.id).collect()).await?;
         rt.remove_pod_sandbox(id).await
-    }
-
-    /// Removes a container, its log files and its symlink first (a failure
-    /// there is logged and does not keep the container).
-    async fn remove_container_and_logs(
-        &self,
-        full_name: &str,
-        id: &str,
-    ) -> Result<(), RuntimeError> {
-        let rt = self.ctx.runtime.as_ref();
-        if let Err(e) = clean_container_logs(rt, &self.ctx.node.log_dirs, id).await {
-            tracing::warn!(pod = full_name, container = %id, error = %e, "could not remove the container's logs");
-        }
-        rt.remove_container(id).await
     }
 
     pub(super) async fn terminate(
@@ -70,13 +58,22 @@ impl Worker {
         };
         tracing::info!(pod = full_name, uid, grace, "terminating pod");
         kill_all(self.ctx.clone(), pod, &self.pod_ip, &obs, grace).await?;
-        // Everything is stopped: remove it (containers go with their
-        // sandbox), each container's log files and symlink first. A pod whose spec is
+        // Everything is stopped: the pod is terminated. The kubelet leaves
+        // the removal to its garbage collector; crilet removes at once, but
+        // nothing waits for that.
+        tracing::info!(
+            pod = full_name,
+            uid,
+            "pod stopped; removing its runtime objects"
+        );
+        let _ = (self.ctx.done).send(WorkerDone::Terminated {
+            uid: uid.to_string(),
+        });
+        // Each container's log files and symlink first. A pod whose spec is
         // gone (removed while crilet was down) has no log directory to
         // remove below, so its files go here.
-        for c in &obs.containers {
-            self.remove_container_and_logs(full_name, &c.id).await?;
-        }
+        let ids = obs.containers.iter().map(|c| c.id.clone()).collect();
+        remove_containers(&self.ctx, full_name, ids).await?;
         for s in &obs.sandboxes {
             rt.remove_pod_sandbox(&s.id).await?;
         }
@@ -102,6 +99,72 @@ impl Worker {
         tracing::info!(pod = full_name, uid, "pod terminated and removed");
         Ok(())
     }
+}
+
+/// How long a pod's removal waits for its containers' RemoveContainer
+/// before it removes their sandbox, which removes what is left of them
+/// (CRI: RemovePodSandbox removes the sandbox's containers). A runtime may
+/// hold a removal for minutes (CRI-O 1.32 behind a shared-PID pod's
+/// StopPodSandbox, docs/runtimes.md); the held call goes on by itself.
+pub(crate) const CONTAINER_REMOVAL_WAIT: Duration = Duration::from_secs(5);
+
+/// Removes containers, all at once (the kubelet's container deletor has
+/// workers too), each with its log files and symlink first. Returns the
+/// first failure among those answered within [`CONTAINER_REMOVAL_WAIT`];
+/// the calls still unanswered then are left to finish on their own.
+async fn remove_containers(
+    ctx: &Arc<WorkerContext>,
+    full_name: &str,
+    ids: Vec<String>,
+) -> Result<(), RuntimeError> {
+    let mut set = tokio::task::JoinSet::new();
+    for id in ids {
+        let (ctx, full_name) = (ctx.clone(), full_name.to_owned());
+        set.spawn(async move {
+            let result = remove_container_and_logs(&ctx, &full_name, &id).await;
+            if let Err(e) = &result {
+                tracing::debug!(pod = full_name, container = %id, error = %e, "RemoveContainer failed");
+            }
+            result
+        });
+    }
+    let all = async {
+        let mut first_err = None;
+        while let Some(r) = set.join_next().await {
+            if let Ok(Err(e)) = r {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err
+    };
+    match tokio::time::timeout(CONTAINER_REMOVAL_WAIT, all).await {
+        Ok(Some(e)) => Err(e),
+        Ok(None) => Ok(()),
+        Err(_) => {
+            tracing::warn!(
+                pod = full_name,
+                waited = ?CONTAINER_REMOVAL_WAIT,
+                left = set.len(),
+                "the runtime has not answered RemoveContainer; removing the sandbox, which removes its containers"
+            );
+            set.detach_all();
+            Ok(())
+        }
+    }
+}
+
+/// Removes a container, its log files and its symlink first (a failure
+/// there is logged and does not keep the container).
+async fn remove_container_and_logs(
+    ctx: &WorkerContext,
+    full_name: &str,
+    id: &str,
+) -> Result<(), RuntimeError> {
+    let rt = ctx.runtime.as_ref();
+    if let Err(e) = clean_container_logs(rt, &ctx.node.log_dirs, id).await {
+        tracing::warn!(pod = full_name, container = %id, error = %e, "could not remove the container's logs");
+    }
+    rt.remove_container(id).await
 }
 
 /// Stops running containers (each after its preStop hook, with the grace
@@ -175,6 +238,7 @@ pub(super) async fn kill_all(
         .iter()
         .filter(|s| s.state == PodSandboxState::Ready)
     {
+        let _stopping = ctx.sandbox_stops.begin();
         rt.stop_pod_sandbox(&s.id).await?;
     }
     Ok(())

@@ -65,6 +65,7 @@ pub(crate) fn test_context(
         status_changed: watch::channel(()).0,
         cgroup_fs: root.join("cgroup"),
         done,
+        sandbox_stops: Default::default(),
         prober: Arc::new(ProberContext {
             runner: handlers.clone(),
             recorder: None,

@@ -38,6 +38,8 @@ struct State {
     images: BTreeMap<String, Image>,
     calls: Vec<Call>,
     failures: HashMap<&'static str, VecDeque<tonic::Status>>,
+    /// Operations whose calls wait, once recorded, for their token.
+    holds: HashMap<&'static str, tokio_util::sync::CancellationToken>,
     sandbox_image: Option<String>,
     /// RuntimeConfig's answer once set; unset answers CGROUPFS.
     runtime_config: Option<Option<CgroupDriver>>,
@@ -195,6 +197,16 @@ impl FakeRuntime {
         s.failures.entry(op).or_default().push_back(status);
     }
 
+    /// Every call of `op` from now on waits, once recorded, until the
+    /// returned token is cancelled: a call the runtime holds (CRI-O 1.32
+    /// holds some for minutes, docs/runtimes.md).
+    pub fn hold(&self, op: &'static str) -> tokio_util::sync::CancellationToken {
+        let token = tokio_util::sync::CancellationToken::new();
+        let mut s = self.state.lock().unwrap();
+        s.holds.insert(op, token.clone());
+        token
+    }
+
     /// The next ExecSync on a running container answers `result` instead of
     /// echoing its command (queued, in order).
     pub fn push_exec_result(&self, result: ExecSyncResult) {
@@ -248,14 +260,22 @@ impl FakeRuntime {
         if let Some(pacing) = &self.pacing {
             tokio::time::sleep(pacing.latency(op)).await;
         }
+        let held = {
+            let mut s = self.state.lock().unwrap();
+            if !s.paced {
+                s.calls.push(Call {
+                    op,
+                    arg: arg.to_string(),
+                });
+            }
+            s.holds.get(op).cloned()
+        };
+        if let Some(token) = held {
+            token.cancelled().await;
+        }
         let mut s = self.state.lock().unwrap();
         if s.paced {
             s.now = wall_clock_nanos();
-        } else {
-            s.calls.push(Call {
-                op,
-                arg: arg.to_string(),
-            });
         }
         if let Some(status) = s.failures.get_mut(op).and_then(|q| q.pop_front()) {
             return Err(rpc_error(op, status));
