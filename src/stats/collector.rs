@@ -303,15 +303,15 @@ mod tests {
         assert_eq!(pod.containers.len(), 1);
         assert!(pod.cpu.is_some(), "summed from the container");
         assert!(pod.process_stats.is_none(), "only sandbox stats have it");
-        let calls = |rt: &FakeRuntime| {
-            rt.ops()
-                .iter()
-                .filter(|op| **op == "ListPodSandboxStats")
-                .count()
-        };
-        let before = calls(&rt);
+        let before = sandbox_stats_asked(&rt);
         c.round(Some(&s), &mut supported).await.unwrap();
-        assert_eq!(calls(&rt), before, "not asked again");
+        assert_eq!(sandbox_stats_asked(&rt), before, "not asked again");
+    }
+
+    fn sandbox_stats_asked(rt: &FakeRuntime) -> usize {
+        (rt.ops().iter())
+            .filter(|op| **op == "ListPodSandboxStats")
+            .count()
     }
 
     /// CRI-O holds removals behind a ListPodSandboxStats sent while a
@@ -322,20 +322,15 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let c = collector(rt.clone(), root.path());
         let mut supported = true;
-        let asked = |rt: &FakeRuntime| {
-            (rt.ops().iter())
-                .filter(|op| **op == "ListPodSandboxStats")
-                .count()
-        };
         let stopping = c.sandbox_stops.begin();
         let s = c.round(None, &mut supported).await.unwrap();
-        assert_eq!(asked(&rt), 0);
+        assert_eq!(sandbox_stats_asked(&rt), 0);
         assert!(supported);
         assert!(s.pods["u1"].cpu.is_some(), "summed from the container");
         assert!(s.pods["u1"].process_stats.is_none());
         drop(stopping);
         let s = c.round(Some(&s), &mut supported).await.unwrap();
-        assert_eq!(asked(&rt), 1);
+        assert_eq!(sandbox_stats_asked(&rt), 1);
         assert!(s.pods["u1"].process_stats.is_some());
     }
 

@@ -168,7 +168,8 @@ async fn remove_container_and_logs(
 }
 
 /// Stops running containers (each after its preStop hook, with the grace
-/// period), then every ready sandbox. Every kill begins at once (event and
+/// period), then every ready sandbox (counted in `sandbox_stops` while it
+/// stops, for the stats collector). Every kill begins at once (event and
 /// preStop); with sidecars, each StopContainer then waits for its turn
 /// (`termination_order`): app containers first, then the sidecars from the
 /// last to the first, each wait taken out of that container's grace period.
