@@ -11,6 +11,16 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/var/tmp/crilet-target}
 
 say() { echo "[crilet $(date +%H:%M:%S)] $*" >&2; }
 die() { echo "[crilet] ERROR: $*" >&2; exit 1; }
+# The log a runtime instance writes in its state dir DIR (crio.log or
+# containerd.log, as scripts/runtime.sh starts them): prints its path, or
+# fails when there is none.
+runtime_log_of() {
+  local f
+  for f in "$1/crio.log" "$1/containerd.log"; do
+    [ -f "$f" ] && echo "$f" && return 0
+  done
+  return 1
+}
 
 [ "$(id -u)" = 0 ] || die "run as root: the private containerd needs it"
 

@@ -102,10 +102,12 @@ EOF
     rm -rf "$RUN"
     ;;
   keep-logs)
-    for f in "$DIR"/crio.log "$DIR"/containerd.log "$RUN"/{crilet,crilet-takeover,kubelet/kubelet}.log; do
+    if log=$(runtime_log_of "$DIR"); then
+      cp -f "$log" "$3/parity-$KIND-runtime.log"
+    fi
+    for f in "$RUN"/{crilet,crilet-takeover,kubelet/kubelet}.log; do
       [ -f "$f" ] || continue
-      case $f in "$DIR"/*) name=runtime ;; *) name=$(basename "$f" .log) ;; esac
-      cp -f "$f" "$3/parity-$KIND-$name.log"
+      cp -f "$f" "$3/parity-$KIND-$(basename "$f")"
     done
     ;;
   *) die "usage: parity-env.sh up|down KIND, or keep-logs KIND DIR" ;;

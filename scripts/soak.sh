@@ -89,7 +89,7 @@ cleanup() {
   fi
   if [ "$rc" != 0 ]; then
     mkdir -p "$DIR.logs"
-    cp -f "$AGENT_DIR/crilet.log" "$RT_DIR/containerd.log" "$RT_DIR/crio.log" "$DIR.logs/" 2>/dev/null || true
+    cp -f "$AGENT_DIR/crilet.log" $(runtime_log_of "$RT_DIR") "$DIR.logs/" 2>/dev/null || true
     say "soak failed ($rc): crilet's and the runtime's logs are in $DIR.logs"
   fi
   bash "$RT" down "$KIND" "$RT_DIR" --purge >/dev/null 2>&1 || say "could not stop the soak's containerd in $RT_DIR"

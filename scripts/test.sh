@@ -144,11 +144,9 @@ apiserver_of() { # KIND -> "state-dir port etcd-port" of its pass's API server
 # the cleanup purges: each is copied to $TIMES/runtime-<dir>.log first, so a
 # failure can be read after the run (a runtime that died mid-pass, say).
 keep_runtime_log() { # DIR: prints the kept file's path, if it had a log
-  local f kept=$TIMES/runtime-$(basename "$1").log
-  for f in "$1/crio.log" "$1/containerd.log"; do
-    [ -f "$f" ] && cp -f "$f" "$kept" && echo "$kept" && return 0
-  done
-  return 0
+  local log kept=$TIMES/runtime-$(basename "$1").log
+  log=$(runtime_log_of "$1") || return 0
+  cp -f "$log" "$kept" && echo "$kept"
 }
 show_runtime_logs() { # KIND: the tail of each of its instances' logs, and where the whole is
   local dir kept

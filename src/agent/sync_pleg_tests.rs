@@ -28,7 +28,7 @@ struct Harness {
     logs: Logs,
     _log_guard: tracing::subscriber::DefaultGuard,
     _root: tempfile::TempDir,
-    _sets: mpsc::Sender<SourceSet>,
+    sets: mpsc::Sender<SourceSet>,
     cancel: CancellationToken,
 }
 
@@ -103,7 +103,7 @@ async fn start_in(
         logs,
         _log_guard: log_guard,
         _root: root,
-        _sets: sets_tx,
+        sets: sets_tx,
         cancel,
     }
 }
@@ -499,7 +499,7 @@ async fn a_held_removal_keeps_neither_the_next_pod_of_the_name_nor_the_old_sandb
         source: FILE_SOURCE_NAME,
         pods: vec![SourcePod::new("web.yaml", edited)],
     };
-    h._sets.send(set).await.unwrap();
+    h.sets.send(set).await.unwrap();
     let sandboxes = |uid: &'static str| {
         let rt = rt.clone();
         async move {

@@ -111,6 +111,13 @@ impl WorkerContext {
         self.events
             .event(&EventObject::container(pod, container), event);
     }
+
+    /// StopPodSandbox, counted in `sandbox_stops` while it runs (the stats
+    /// collector leaves ListPodSandboxStats out meanwhile).
+    async fn stop_pod_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
+        let _stopping = self.sandbox_stops.begin();
+        self.runtime.stop_pod_sandbox(id).await
+    }
 }
 
 /// The sync loop's handle on a worker.

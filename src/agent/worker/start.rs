@@ -89,8 +89,7 @@ impl Worker {
                     .iter()
                     .filter(|s| s.metadata.attempt == attempt && s.state != PodSandboxState::Ready)
                 {
-                    let _stopping = self.ctx.sandbox_stops.begin();
-                    let _ = rt.stop_pod_sandbox(&s.id).await;
+                    let _ = self.ctx.stop_pod_sandbox(&s.id).await;
                     let _ = rt.remove_pod_sandbox(&s.id).await;
                 }
                 Err(e)

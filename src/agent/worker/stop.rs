@@ -66,7 +66,7 @@ impl Worker {
             uid,
             "pod stopped; removing its runtime objects"
         );
-        let _ = (self.ctx.done).send(WorkerDone::Terminated {
+        let _ = self.ctx.done.send(WorkerDone::Terminated {
             uid: uid.to_string(),
         });
         // Each container's log files and symlink first. A pod whose spec is
@@ -128,16 +128,7 @@ async fn remove_containers(
             result
         });
     }
-    let all = async {
-        let mut first_err = None;
-        while let Some(r) = set.join_next().await {
-            if let Ok(Err(e)) = r {
-                first_err.get_or_insert(e);
-            }
-        }
-        first_err
-    };
-    match tokio::time::timeout(CONTAINER_REMOVAL_WAIT, all).await {
+    match tokio::time::timeout(CONTAINER_REMOVAL_WAIT, first_error(&mut set)).await {
         Ok(Some(e)) => Err(e),
         Ok(None) => Ok(()),
         Err(_) => {
@@ -168,8 +159,7 @@ async fn remove_container_and_logs(
 }
 
 /// Stops running containers (each after its preStop hook, with the grace
-/// period), then every ready sandbox (counted in `sandbox_stops` while it
-/// stops, for the stats collector). Every kill begins at once (event and
+/// period), then every ready sandbox. Every kill begins at once (event and
 /// preStop); with sidecars, each StopContainer then waits for its turn
 /// (`termination_order`): app containers first, then the sidecars from the
 /// last to the first, each wait taken out of that container's grace period.
@@ -180,7 +170,6 @@ pub(super) async fn kill_all(
     obs: &Observation,
     grace: i64,
 ) -> Result<(), RuntimeError> {
-    let rt = ctx.runtime.clone();
     let running: Vec<_> = obs
         .containers
         .iter()
@@ -220,18 +209,11 @@ pub(super) async fn kill_all(
             // wait out their grace period; nothing is gained by that, so
             // they go on at once (the stop is retried with the whole kill).
             done.cancel();
-            result
+            // A container already gone is stopped.
+            result.or_else(|e| if e.is_not_found() { Ok(()) } else { Err(e) })
         });
     }
-    let mut first_err = None;
-    while let Some(r) = set.join_next().await {
-        if let Ok(Err(e)) = r {
-            if !e.is_not_found() {
-                first_err.get_or_insert(e);
-            }
-        }
-    }
-    if let Some(e) = first_err {
+    if let Some(e) = first_error(&mut set).await {
         return Err(e);
     }
     for s in obs
@@ -239,10 +221,22 @@ pub(super) async fn kill_all(
         .iter()
         .filter(|s| s.state == PodSandboxState::Ready)
     {
-        let _stopping = ctx.sandbox_stops.begin();
-        rt.stop_pod_sandbox(&s.id).await?;
+        ctx.stop_pod_sandbox(&s.id).await?;
     }
     Ok(())
+}
+
+/// Waits for every task of `set`; returns the first failure among them.
+async fn first_error(
+    set: &mut tokio::task::JoinSet<Result<(), RuntimeError>>,
+) -> Option<RuntimeError> {
+    let mut first = None;
+    while let Some(r) = set.join_next().await {
+        if let Ok(Err(e)) = r {
+            first.get_or_insert(e);
+        }
+    }
+    first
 }
 
 /// Waits until every container of `wait_for` has stopped, at most `grace`
