@@ -93,7 +93,9 @@ pub struct Agent {
     /// The RuntimeClasses, for the sandboxes' runtime handler.
     pub runtime_classes: crate::kubeapi::runtime_class::RuntimeClassLookup,
     /// The StopPodSandbox calls in flight, shared with the stats collector.
-    pub sandbox_stops: crate::cri::SandboxStops,
+    pub sandbox_stops: crate::cri::CallCount,
+    /// The pod starts in flight, to which the API writers yield.
+    pub pod_starts: crate::cri::CallCount,
 }
 
 impl Agent {
@@ -142,6 +144,7 @@ impl Agent {
             cgroup_fs: self.cgroup_fs.clone(),
             done: done_tx,
             sandbox_stops: self.sandbox_stops.clone(),
+            pod_starts: self.pod_starts.clone(),
             prober: Arc::new(ProberContext {
                 runner: handlers.clone(),
                 recorder: self.probe_recorder.clone(),

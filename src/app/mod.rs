@@ -39,7 +39,7 @@ pub struct KubeletDeps {
     pub probe_recorder: Option<Arc<dyn crate::prober::manager::ProbeRecorder>>,
     pub event_counters: Arc<crate::pleg::container_events::EventCounters>,
     /// The StopPodSandbox calls in flight, shared with the stats collector.
-    pub sandbox_stops: crate::cri::SandboxStops,
+    pub sandbox_stops: crate::cri::CallCount,
     /// The node's latest readings, for the pressure conditions.
     pub observation: tokio::sync::watch::Receiver<Option<Observation>>,
     /// The cgroup filesystem (`/sys/fs/cgroup` on a real node).
@@ -58,9 +58,13 @@ pub async fn start_kubelet(
     // handle for the Node's events.
     let node_name = deps.node.node_name.clone();
     let client = KubeMirrorClient::connect(settings.kubeconfig.as_deref(), &node_name).await?;
+    // The pod workers count their starts; the mirror manager and the event
+    // recorder hold their writes back while any runs (cri::CallCount).
+    let pod_starts = crate::cri::CallCount::default();
     let events = crate::events::kube_events::KubeEventRecorder::for_client(
         client.as_ref(),
         &node_name,
+        pod_starts.clone(),
         cancel.clone(),
     );
     // The Services, for the containers' service variables: one watch,
@@ -98,6 +102,7 @@ pub async fn start_kubelet(
         services,
         runtime_classes,
         sandbox_stops: deps.sandbox_stops,
+        pod_starts: pod_starts.clone(),
     };
     let node_runtime_version = crate::nodestatus::node::container_runtime_version(
         &version.runtime_name,
@@ -129,6 +134,7 @@ pub async fn start_kubelet(
         status_changed: handles.status_changed.clone(),
         mirrors_tx: handles.mirrors.clone(),
         events,
+        pod_starts,
     };
     tokio::spawn(manager.run(cancel));
     Ok((handles, join))

@@ -9,21 +9,21 @@
 //! wraps either and bounds how many mutating calls run at once.
 
 mod bounded;
+mod call_count;
 pub mod client;
 mod convert;
 pub mod endpoint;
 mod error;
 pub mod fake;
-mod sandbox_stops;
 pub mod types;
 pub mod wait;
 
 pub use bounded::BoundedRuntime;
+pub use call_count::{CallCount, CountedCall, START_YIELD};
 pub use client::{CriRuntime, RuntimeOptions};
 pub use endpoint::{DEFAULT_ENDPOINT, Endpoint};
 pub use error::RuntimeError;
 pub use fake::FakeRuntime;
-pub use sandbox_stops::{SandboxStop, SandboxStops};
 pub use types::*;
 
 use std::time::Duration;

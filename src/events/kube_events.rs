@@ -60,6 +60,7 @@ use tokio_util::sync::CancellationToken;
 use super::event_spam::SpamFilter;
 use super::kube_events_core::CoreV1Events;
 use super::recorder::{Event, EventObject, EventRecorder, EventType};
+use crate::cri::{CallCount, START_YIELD};
 use crate::kubeapi::client::KubeMirrorClient;
 
 /// Events waiting to be sent, at most (client-go's `maxQueuedEvents`).
@@ -127,10 +128,11 @@ impl KubeEventRecorder {
     pub fn start(
         client: &KubeMirrorClient,
         node_name: &str,
+        pod_starts: CallCount,
         cancel: CancellationToken,
     ) -> KubeEventRecorder {
         let sink = KubeSink::new(client.kube_client(), node_name);
-        KubeEventRecorder::with_sink(sink, QUEUE, cancel)
+        KubeEventRecorder::with_sink(sink, QUEUE, pod_starts, cancel)
     }
 
     /// The recorder `crilet run` uses: over `client` when there is one,
@@ -138,23 +140,26 @@ impl KubeEventRecorder {
     pub fn for_client(
         client: Option<&KubeMirrorClient>,
         node_name: &str,
+        pod_starts: CallCount,
         cancel: CancellationToken,
     ) -> Arc<dyn EventRecorder> {
         match client {
-            Some(c) => Arc::new(KubeEventRecorder::start(c, node_name, cancel)),
+            Some(c) => Arc::new(KubeEventRecorder::start(c, node_name, pod_starts, cancel)),
             None => Arc::new(super::recorder::NoopRecorder),
         }
     }
 
-    /// The recorder over any sink, with a queue of `capacity` events.
+    /// The recorder over any sink, with a queue of `capacity` events, sent
+    /// when none of `pod_starts` is in flight (or a second later).
     pub fn with_sink(
         sink: impl EventSink,
         capacity: usize,
+        pod_starts: CallCount,
         cancel: CancellationToken,
     ) -> KubeEventRecorder {
         let (queue, rx) = mpsc::channel(capacity.max(1));
         let stats = Arc::new(EventStats::default());
-        tokio::spawn(drain(rx, sink, stats.clone(), cancel));
+        tokio::spawn(drain(rx, sink, stats.clone(), pod_starts, cancel));
         KubeEventRecorder {
             queue,
             stats,
@@ -184,49 +189,78 @@ impl EventRecorder for KubeEventRecorder {
 }
 
 /// Sends what the queue holds, one at a time, until `cancel` or every
-/// sender is gone.
+/// sender is gone. When the queue has been empty, the first event waits
+/// until no pod start is in flight (at most [`START_YIELD`]), and then
+/// everything queued by then goes.
 async fn drain(
     mut rx: mpsc::Receiver<(EventObject, Event)>,
     sink: impl EventSink,
     stats: Arc<EventStats>,
+    pod_starts: CallCount,
     cancel: CancellationToken,
 ) {
-    let origin = tokio::time::Instant::now();
-    let mut spam = SpamFilter::default();
-    let mut warned = HashSet::new();
+    let mut sender = Sender {
+        sink,
+        stats,
+        origin: tokio::time::Instant::now(),
+        spam: SpamFilter::default(),
+        warned: HashSet::new(),
+    };
     loop {
-        let (object, event) = tokio::select! {
+        let first = tokio::select! {
             _ = cancel.cancelled() => return,
             next = rx.recv() => match next {
                 Some(e) => e,
                 None => return,
             },
         };
-        if !spam.allow(&object, origin.elapsed()) {
-            stats.throttled.fetch_add(1, Ordering::Relaxed);
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = pod_starts.settled(START_YIELD) => {}
+        }
+        let mut next = Some(first);
+        while let Some((object, event)) = next.take().or_else(|| rx.try_recv().ok()) {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = sender.send(&object, &event) => {}
+            }
+        }
+    }
+}
+
+/// The drain's sending half: the spam filter, the retries of a 429 and
+/// the counts.
+struct Sender<S> {
+    sink: S,
+    stats: Arc<EventStats>,
+    origin: tokio::time::Instant,
+    spam: SpamFilter,
+    /// The failure kinds already logged at warn.
+    warned: HashSet<FailureKind>,
+}
+
+impl<S: EventSink> Sender<S> {
+    async fn send(&mut self, object: &EventObject, event: &Event) {
+        if !self.spam.allow(object, self.origin.elapsed()) {
+            self.stats.throttled.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(object = %object.name, reason = event.reason, "event dropped by the spam filter");
-            continue;
+            return;
         }
         let mut tries = 0;
         let sent = loop {
             tries += 1;
-            let sent = tokio::select! {
-                _ = cancel.cancelled() => return,
-                sent = tokio::time::timeout(PUBLISH_TIMEOUT, sink.publish(&object, &event)) => sent,
-            };
+            let sent =
+                tokio::time::timeout(PUBLISH_TIMEOUT, self.sink.publish(object, event)).await;
             let throttled = matches!(&sent, Ok(Err(e)) if e.kind == FailureKind::Refused(429));
             if !throttled || tries >= TOO_MANY_REQUESTS_TRIES {
                 break sent;
             }
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = tokio::time::sleep(TOO_MANY_REQUESTS_WAIT) => {}
-            }
+            tokio::time::sleep(TOO_MANY_REQUESTS_WAIT).await;
         };
         let error = match sent {
             Ok(Ok(())) => {
-                stats.sent.fetch_add(1, Ordering::Relaxed);
-                continue;
+                self.stats.sent.fetch_add(1, Ordering::Relaxed);
+                return;
             }
             Ok(Err(e)) => e,
             Err(_) => SinkError {
@@ -234,8 +268,8 @@ async fn drain(
                 message: format!("no answer within {PUBLISH_TIMEOUT:?}"),
             },
         };
-        stats.failed.fetch_add(1, Ordering::Relaxed);
-        if warned.insert(error.kind) {
+        self.stats.failed.fetch_add(1, Ordering::Relaxed);
+        if self.warned.insert(error.kind) {
             tracing::warn!(kind = ?error.kind, error = %error.message, object = %object.name, reason = event.reason, "the API server did not take an event; crilet goes on without it, and further failures of this kind are logged at debug");
         } else {
             tracing::debug!(kind = ?error.kind, error = %error.message, object = %object.name, reason = event.reason, "event not sent");

@@ -63,7 +63,8 @@ async fn settle() {
 async fn recording_never_waits_for_a_hanging_server() {
     let hold = Arc::new(Notify::new());
     let (sink, mut seen) = sink(vec![], Some(hold.clone()));
-    let recorder = KubeEventRecorder::with_sink(sink, 2, CancellationToken::new());
+    let recorder =
+        KubeEventRecorder::with_sink(sink, 2, CallCount::default(), CancellationToken::new());
     recorder.event(&pod("a"), kubelet_events::started("c"));
     // The first is being sent (and hangs); two fit in the queue, the rest
     // are dropped and counted, and not one call waited.
@@ -85,7 +86,8 @@ async fn recording_never_waits_for_a_hanging_server() {
 #[tokio::test]
 async fn a_crash_loop_sends_its_burst_and_the_rest_is_throttled() {
     let (sink, _seen) = sink(vec![], None);
-    let recorder = KubeEventRecorder::with_sink(sink, 100, CancellationToken::new());
+    let recorder =
+        KubeEventRecorder::with_sink(sink, 100, CallCount::default(), CancellationToken::new());
     for _ in 0..30 {
         recorder.event(&pod("crash"), kubelet_events::started("c"));
     }
@@ -111,7 +113,8 @@ async fn each_kind_of_failure_is_logged_once_at_warn() {
         refused(500),
     ];
     let (sink, _seen) = sink(script, None);
-    let recorder = KubeEventRecorder::with_sink(sink, 100, CancellationToken::new());
+    let recorder =
+        KubeEventRecorder::with_sink(sink, 100, CallCount::default(), CancellationToken::new());
     for i in 0..6 {
         recorder.event(&pod(&format!("p{i}")), kubelet_events::started("c"));
     }
@@ -131,7 +134,8 @@ async fn a_429_is_sent_again_each_second_and_only_a_429() {
     script.extend((0..TOO_MANY_REQUESTS_TRIES).map(|_| refused(429)));
     script.push(refused(403));
     let (sink, mut seen) = sink(script, None);
-    let recorder = KubeEventRecorder::with_sink(sink, 10, CancellationToken::new());
+    let recorder =
+        KubeEventRecorder::with_sink(sink, 10, CallCount::default(), CancellationToken::new());
     let began = tokio::time::Instant::now();
     recorder.event(&pod("a"), kubelet_events::started("c"));
     for _ in 0..4 {
@@ -160,7 +164,8 @@ async fn a_send_with_no_answer_times_out_and_the_next_goes_on() {
     let (logs, _guard) = Logs::capture("warn");
     let hold = Arc::new(Notify::new());
     let (sink, mut seen) = sink(vec![], Some(hold));
-    let recorder = KubeEventRecorder::with_sink(sink, 10, CancellationToken::new());
+    let recorder =
+        KubeEventRecorder::with_sink(sink, 10, CallCount::default(), CancellationToken::new());
     recorder.event(&pod("a"), kubelet_events::started("c"));
     recorder.event(&pod("b"), kubelet_events::started("c"));
     seen.recv().await.unwrap();
@@ -176,7 +181,8 @@ async fn a_full_queue_is_logged_once() {
     let (logs, _guard) = Logs::capture("warn");
     let hold = Arc::new(Notify::new());
     let (sink, mut seen) = sink(vec![], Some(hold));
-    let recorder = KubeEventRecorder::with_sink(sink, 1, CancellationToken::new());
+    let recorder =
+        KubeEventRecorder::with_sink(sink, 1, CallCount::default(), CancellationToken::new());
     recorder.event(&pod("a"), kubelet_events::started("c"));
     seen.recv().await.unwrap();
     for _ in 0..10 {
@@ -235,4 +241,31 @@ fn only_a_404_about_the_event_starts_the_series_afresh() {
         assert_eq!(series_gone(&error), want, "{error}");
     }
     assert_eq!(failure(&api(403, None)).kind, FailureKind::Refused(403));
+}
+
+/// Events wait while a pod starts (`cri::CallCount`), at most
+/// [`START_YIELD`], and then everything queued goes at once.
+#[tokio::test(start_paused = true)]
+async fn events_wait_for_the_pod_starts_in_flight_then_go_together() {
+    let (sink, mut seen) = sink(vec![], None);
+    let starts = CallCount::default();
+    let recorder = KubeEventRecorder::with_sink(sink, 10, starts.clone(), CancellationToken::new());
+    let start = starts.begin();
+    recorder.event(&pod("a"), kubelet_events::created("c"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    recorder.event(&pod("a"), kubelet_events::started("c"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(seen.try_recv().is_err(), "nothing sent during the start");
+    drop(start);
+    settle().await;
+    let sent: Vec<_> = std::iter::from_fn(|| seen.try_recv().ok()).collect();
+    let reasons: Vec<_> = sent.iter().map(|(_, e)| e.reason).collect();
+    assert_eq!(reasons, ["Created", "Started"]);
+
+    // Starts that go on: the event goes after a second all the same.
+    let _starts_go_on = starts.begin();
+    let t0 = tokio::time::Instant::now();
+    recorder.event(&pod("b"), kubelet_events::started("c"));
+    seen.recv().await.unwrap();
+    assert_eq!(t0.elapsed(), START_YIELD);
 }

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::decide::{DeleteReason, MirrorAction, MirrorInputs, decide, mirror_pod_for};
 use super::status_patch::status_patch;
+use crate::cri::{CallCount, START_YIELD};
 use crate::events::recorder::EventRecorder;
 use crate::kubeapi::client::{MirrorClient, MirrorError, PodEvent};
 use crate::lifecycle::admission::admission_loop;
@@ -44,6 +45,9 @@ pub struct MirrorManager {
     pub status_changed: watch::Receiver<()>,
     /// The mirror pods bound to this node, for the pod manager.
     pub mirrors_tx: mpsc::Sender<Vec<Arc<Pod>>>,
+    /// The pod starts in flight: a pass waits for them (at most
+    /// [`START_YIELD`]), so its writes do not take the CPU a start needs.
+    pub pod_starts: CallCount,
 }
 
 impl MirrorManager {
@@ -153,6 +157,10 @@ async fn reconcile_loop(
     let mut last_error: Option<String> = None;
     let mut failures = 0u32;
     loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = m.pod_starts.settled(START_YIELD) => {}
+        }
         let node = node_rx.borrow_and_update().clone();
         let mirrors: Vec<Arc<Pod>> = seen_rx.borrow_and_update().values().cloned().collect();
         let view = view_rx.borrow_and_update().clone();

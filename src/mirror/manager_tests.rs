@@ -7,8 +7,12 @@ use k8s_openapi::api::core::v1::PodStatus;
 use std::collections::HashSet;
 
 fn static_pod(command: &str) -> Pod {
+    static_pod_named("web", command)
+}
+
+fn static_pod_named(name: &str, command: &str) -> Pod {
     let mut p: Pod = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "web"},
+        "metadata": {"name": name},
         "spec": {"containers": [{"name": "c", "image": "busybox", "command": [command]}]}
     }))
     .unwrap();
@@ -35,6 +39,7 @@ fn manager(client: Arc<FakeMirrorClient>, statuses: StatusCache) -> MirrorManage
         statuses,
         status_changed,
         mirrors_tx,
+        pod_starts: Default::default(),
     }
 }
 
@@ -285,6 +290,49 @@ async fn a_stale_copy_is_read_again_and_the_patch_made_from_what_is_stored() {
             .count()
             == 1
     );
+}
+
+/// A pass waits while a pod starts (`cri::CallCount`), and goes once the
+/// start is over, or after [`START_YIELD`] if starts go on.
+#[tokio::test(start_paused = true)]
+async fn a_pass_waits_for_the_pod_starts_in_flight_at_most_a_second() {
+    use std::time::Duration;
+    let client = Arc::new(FakeMirrorClient::new());
+    let mut m = manager(client.clone(), Default::default());
+    let (view_tx, view_rx) = watch::channel(Arc::new(view(&[static_pod("sleep")])));
+    let (_status_tx, status_rx) = watch::channel(());
+    (m.view, m.status_changed) = (view_rx, status_rx);
+    let starts = m.pod_starts.clone();
+    let node = NodeRef {
+        name: "node-a".into(),
+        uid: "node-uid".into(),
+    };
+    let (_node_tx, node_rx) = watch::channel(Some(node));
+    let (_seen_tx, seen_rx) = watch::channel(BTreeMap::new());
+    let cancel = CancellationToken::new();
+    let created = |name: &str| {
+        let call = format!("create_pod default/{name}-node-a");
+        client.calls().contains(&call)
+    };
+
+    let start = starts.begin();
+    let task = tokio::spawn(reconcile_loop(m, node_rx, seen_rx, cancel.clone()));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(client.calls().is_empty(), "no write while a pod starts");
+    drop(start);
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert!(created("web"), "written once the start ended");
+
+    // Starts that go on hold a pass back for a second, no longer.
+    let _starts_go_on = starts.begin();
+    let two = [static_pod("sleep"), static_pod_named("db", "sleep")];
+    view_tx.send_replace(Arc::new(view(&two)));
+    tokio::time::sleep(START_YIELD - Duration::from_millis(1)).await;
+    assert!(!created("db"));
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    assert!(created("db"));
+    cancel.cancel();
+    task.await.unwrap();
 }
 
 /// The watch's pods as the reconcile loop holds them: shared.

@@ -17,8 +17,8 @@ use super::assemble::{RawRound, Sample, assemble};
 use super::host;
 use super::types::Time;
 use crate::cri::{
-    Container, ContainerFilter, ContainerState, ContainerStatsFilter, PodSandboxFilter,
-    PodSandboxStatsFilter, Runtime, RuntimeError, SandboxStops,
+    CallCount, Container, ContainerFilter, ContainerState, ContainerStatsFilter, PodSandboxFilter,
+    PodSandboxStatsFilter, Runtime, RuntimeError,
 };
 use crate::images::disk::DiskStats;
 use crate::kuberuntime::labels::ContainerLabels;
@@ -33,8 +33,8 @@ pub const DEFAULT_STATS_PERIOD: Duration = Duration::from_secs(10);
 pub struct Collector {
     pub runtime: Arc<dyn Runtime>,
     /// While any sandbox stops, a round leaves out ListPodSandboxStats and
-    /// sums container stats instead (see `cri::SandboxStops`).
-    pub sandbox_stops: SandboxStops,
+    /// sums container stats instead (see `cri::CallCount`).
+    pub sandbox_stops: CallCount,
     pub disk: Arc<dyn DiskStats>,
     pub node_name: String,
     /// crilet's root directory: its filesystem is the node fs.
@@ -277,7 +277,7 @@ mod tests {
     fn collector(rt: Arc<FakeRuntime>, root: &Path) -> Collector {
         Collector {
             runtime: rt,
-            sandbox_stops: SandboxStops::default(),
+            sandbox_stops: CallCount::default(),
             disk: Arc::new(Statvfs),
             node_name: "n1".into(),
             root_dir: root.to_path_buf(),

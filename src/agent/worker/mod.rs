@@ -89,7 +89,10 @@ pub struct WorkerContext {
     pub cgroup_fs: PathBuf,
     pub done: mpsc::UnboundedSender<WorkerDone>,
     /// The StopPodSandbox calls in flight (the stats collector reads it).
-    pub sandbox_stops: crate::cri::SandboxStops,
+    pub sandbox_stops: crate::cri::CallCount,
+    /// The sandbox and container starts in flight (the API writers yield
+    /// to them).
+    pub pod_starts: crate::cri::CallCount,
     /// What every pod's probers share (handlers, metrics, agent start).
     pub prober: Arc<ProberContext>,
     /// Runs postStart and preStop hooks.
@@ -398,6 +401,16 @@ impl Worker {
                 attempt: s.metadata.attempt,
                 ips: None,
             });
+        // A start (the sandbox, the containers) is counted while this pass
+        // acts: the API writers hold back meanwhile (`cri::CallCount`).
+        let starting = (planned.actions.iter())
+            .any(|a| {
+                matches!(
+                    a,
+                    Action::CreateSandbox { .. } | Action::StartContainer { .. }
+                )
+            })
+            .then(|| self.ctx.pod_starts.begin());
         for action in &planned.actions {
             tracing::info!(pod = %pod::full_name(pod), uid, ?action, "pod action");
             if let Err(e) = self.act(pod, &obs, &mut current, action).await {
@@ -415,6 +428,7 @@ impl Worker {
                 }
             }
         }
+        drop(starting);
         let obs = if planned.actions.is_empty() {
             obs
         } else {

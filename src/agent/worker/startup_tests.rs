@@ -78,3 +78,48 @@ async fn a_new_pods_start_is_traced_once_and_an_adopted_pod_not() {
     );
     assert!(adopted.trace.is_none());
 }
+
+/// The API writers hold back while a pod starts (`cri::CallCount`): a pass
+/// that starts a sandbox and containers is counted until it has acted,
+/// and a pass with nothing to start is not counted at all.
+#[tokio::test]
+async fn a_pass_that_starts_is_counted_until_it_has_acted() {
+    let root = tempfile::tempdir().unwrap();
+    let rt = fake();
+    let pod = Arc::new(pod(serde_json::json!({}), serde_json::json!([])));
+    let w = worker_with(rt.clone(), root.path(), Arc::new(FakeHandlers::new()));
+    let starts = w.ctx.pod_starts.clone();
+    let called = |op: &'static str| {
+        let rt = rt.clone();
+        move || rt.calls().iter().filter(|c| c.op == op).count()
+    };
+
+    let release = rt.hold("StartContainer");
+    let sync = tokio::spawn({
+        let pod = pod.clone();
+        async move {
+            let mut w = w;
+            w.sync(&pod).await.map(|_| w)
+        }
+    });
+    let started = called("StartContainer");
+    while started() == 0 {
+        tokio::task::yield_now().await;
+    }
+    assert!(starts.any(), "counted while the runtime holds the start");
+    release.cancel();
+    let mut w = sync.await.unwrap().unwrap();
+    assert!(!starts.any(), "the count ends with the pass");
+
+    // Running: the next pass observes and starts nothing.
+    let release = rt.hold("ListContainers");
+    let listed = called("ListContainers");
+    let before = listed();
+    let sync = tokio::spawn(async move { w.sync(&pod).await.map(drop) });
+    while listed() == before {
+        tokio::task::yield_now().await;
+    }
+    assert!(!starts.any(), "a pass that starts nothing is not counted");
+    release.cancel();
+    sync.await.unwrap().unwrap();
+}

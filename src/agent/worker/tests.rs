@@ -66,6 +66,7 @@ pub(crate) fn test_context(
         cgroup_fs: root.join("cgroup"),
         done,
         sandbox_stops: Default::default(),
+        pod_starts: Default::default(),
         prober: Arc::new(ProberContext {
             runner: handlers.clone(),
             recorder: None,
