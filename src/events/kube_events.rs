@@ -199,7 +199,7 @@ async fn drain(
     pod_starts: CallCount,
     cancel: CancellationToken,
 ) {
-    let mut sender = Sender {
+    let mut publisher = Publisher {
         sink,
         stats,
         origin: tokio::time::Instant::now(),
@@ -222,7 +222,7 @@ async fn drain(
         while let Some((object, event)) = next.take().or_else(|| rx.try_recv().ok()) {
             tokio::select! {
                 _ = cancel.cancelled() => return,
-                _ = sender.send(&object, &event) => {}
+                _ = publisher.send(&object, &event) => {}
             }
         }
     }
@@ -230,7 +230,7 @@ async fn drain(
 
 /// The drain's sending half: the spam filter, the retries of a 429 and
 /// the counts.
-struct Sender<S> {
+struct Publisher<S> {
     sink: S,
     stats: Arc<EventStats>,
     origin: tokio::time::Instant,
@@ -239,7 +239,7 @@ struct Sender<S> {
     warned: HashSet<FailureKind>,
 }
 
-impl<S: EventSink> Sender<S> {
+impl<S: EventSink> Publisher<S> {
     async fn send(&mut self, object: &EventObject, event: &Event) {
         if !self.spam.allow(object, self.origin.elapsed()) {
             self.stats.throttled.fetch_add(1, Ordering::Relaxed);

@@ -167,6 +167,7 @@ impl LogRotation {
             return Ok(Outcome::NoLog);
         };
         let (dir, name) = (dir.to_path_buf(), name.to_string());
+        let max_size = self.policy.max_size;
         let (size, listing) = blocking({
             let (dir, log) = (dir.clone(), log.clone());
             move || -> Result<_, (&'static str, PathBuf, io::Error)> {
@@ -175,11 +176,14 @@ impl LogRotation {
                     Err(e) if e.kind() == io::ErrorKind::NotFound => None,
                     Err(e) => return Err(("stat", log, e)),
                 };
-                // Only a rotation reads the siblings; a missing log (or
-                // directory) is only reopened.
+                // Only a rotation reads the siblings (the kubelet's
+                // rotateLogs too: a log under the size is only stat'ed); a
+                // missing log (or directory) is only reopened.
                 let listing = match size {
-                    Some(_) => list_dir(&dir).map_err(|e| ("list", dir, e))?,
-                    None => Vec::new(),
+                    Some(size) if size >= max_size => {
+                        list_dir(&dir).map_err(|e| ("list", dir, e))?
+                    }
+                    _ => Vec::new(),
                 };
                 Ok((size, listing))
             }
