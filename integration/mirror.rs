@@ -359,7 +359,7 @@ async fn foreign_mirror_and_a_deleted_node_converge() {
         "{logs}"
     );
 
-    // The pod runs (the mirror is written before its containers start).
+    // The pod runs (its mirror may be written before its containers start).
     let v = wait_for(&rt, &agent, "web", LIMIT, "main running", |v| {
         v.running("main").is_some()
     })
