@@ -8,8 +8,9 @@
 //!   after it wait until that stop ends (docs/runtimes.md). The kubelet
 //!   takes pod stats from cAdvisor and never sends the call; the collector
 //!   leaves it out of a round while any sandbox stops.
-//! - **Pod starts** (`pod_starts`: a sandbox's RunPodSandbox, a container's
-//!   CreateContainer and StartContainer), for the API writers. The runtime,
+//! - **Pod starts** (`pod_starts`: a pod worker's pass that runs a sandbox
+//!   or starts containers, from its first action to its last, the image
+//!   pulls and postStart hooks in it included), for the API writers. The runtime,
 //!   its shims and the API server share the node's cores; a mirror pod, a
 //!   status patch or an Event written during a start takes CPU the start
 //!   needs, so those writers wait until no start is in flight, for at most
