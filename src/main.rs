@@ -233,8 +233,8 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         );
     }
     // The pod workers count their StopPodSandbox calls; the collector
-    // leaves ListPodSandboxStats out while any runs (cri::CallCount).
-    let sandbox_stops = crilet::cri::CallCount::default();
+    // leaves ListPodSandboxStats out while any runs (kubeapi::call_count).
+    let sandbox_stops = crilet::kubeapi::call_count::CallCount::default();
     let collector = crilet::stats::collector::Collector {
         runtime: Arc::clone(&runtime),
         sandbox_stops: sandbox_stops.clone(),

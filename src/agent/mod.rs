@@ -93,9 +93,9 @@ pub struct Agent {
     /// The RuntimeClasses, for the sandboxes' runtime handler.
     pub runtime_classes: crate::kubeapi::runtime_class::RuntimeClassLookup,
     /// The StopPodSandbox calls in flight, shared with the stats collector.
-    pub sandbox_stops: crate::cri::CallCount,
+    pub sandbox_stops: crate::kubeapi::call_count::CallCount,
     /// The pod starts in flight, to which the API writers yield.
-    pub pod_starts: crate::cri::CallCount,
+    pub pod_starts: crate::kubeapi::call_count::CallCount,
 }
 
 impl Agent {

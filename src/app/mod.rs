@@ -39,7 +39,7 @@ pub struct KubeletDeps {
     pub probe_recorder: Option<Arc<dyn crate::prober::manager::ProbeRecorder>>,
     pub event_counters: Arc<crate::pleg::container_events::EventCounters>,
     /// The StopPodSandbox calls in flight, shared with the stats collector.
-    pub sandbox_stops: crate::cri::CallCount,
+    pub sandbox_stops: crate::kubeapi::call_count::CallCount,
     /// The node's latest readings, for the pressure conditions.
     pub observation: tokio::sync::watch::Receiver<Option<Observation>>,
     /// The cgroup filesystem (`/sys/fs/cgroup` on a real node).
@@ -59,8 +59,8 @@ pub async fn start_kubelet(
     let node_name = deps.node.node_name.clone();
     let client = KubeMirrorClient::connect(settings.kubeconfig.as_deref(), &node_name).await?;
     // The pod workers count their starts; the mirror manager and the event
-    // recorder hold their writes back while any runs (cri::CallCount).
-    let pod_starts = crate::cri::CallCount::default();
+    // recorder hold their writes back while any runs (kubeapi::call_count).
+    let pod_starts = crate::kubeapi::call_count::CallCount::default();
     let events = crate::events::kube_events::KubeEventRecorder::for_client(
         client.as_ref(),
         &node_name,

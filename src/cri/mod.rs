@@ -9,7 +9,6 @@
 //! wraps either and bounds how many mutating calls run at once.
 
 mod bounded;
-mod call_count;
 pub mod client;
 mod convert;
 pub mod endpoint;
@@ -19,7 +18,6 @@ pub mod types;
 pub mod wait;
 
 pub use bounded::BoundedRuntime;
-pub use call_count::{CallCount, CountedCall, START_YIELD};
 pub use client::{CriRuntime, RuntimeOptions};
 pub use endpoint::{DEFAULT_ENDPOINT, Endpoint};
 pub use error::RuntimeError;

@@ -60,7 +60,7 @@ use tokio_util::sync::CancellationToken;
 use super::event_spam::SpamFilter;
 use super::kube_events_core::CoreV1Events;
 use super::recorder::{Event, EventObject, EventRecorder, EventType};
-use crate::cri::{CallCount, START_YIELD};
+use crate::kubeapi::call_count::{CallCount, START_YIELD};
 use crate::kubeapi::client::KubeMirrorClient;
 
 /// Events waiting to be sent, at most (client-go's `maxQueuedEvents`).

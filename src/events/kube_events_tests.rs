@@ -243,7 +243,7 @@ fn only_a_404_about_the_event_starts_the_series_afresh() {
     assert_eq!(failure(&api(403, None)).kind, FailureKind::Refused(403));
 }
 
-/// Events wait while a pod starts (`cri::CallCount`), at most
+/// Events wait while a pod starts (`kubeapi::call_count`), at most
 /// [`START_YIELD`], and then everything queued goes at once.
 #[tokio::test(start_paused = true)]
 async fn events_wait_for_the_pod_starts_in_flight_then_go_together() {

@@ -6,11 +6,14 @@
 //! knows of (the kubelet's service informer: `service_store`, pure, and its
 //! driver `service_watch`), the RuntimeClass lookup (`runtime_class`), and the
 //! connection over a client certificate read from files that rotate
-//! (`transport`).
+//! (`transport`), and the count of runtime calls in flight the API writers
+//! yield to (`call_count`: it lives here, for the writers may not use
+//! `cri`).
 //!
 //! Invariant: imports no subsystem; kube-rs types stay behind the trait's
 //! k8s-openapi objects and `MirrorError`.
 
+pub mod call_count;
 pub mod client;
 pub mod fake;
 pub mod retry;

@@ -18,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::decide::{DeleteReason, MirrorAction, MirrorInputs, decide, mirror_pod_for};
 use super::status_patch::status_patch;
-use crate::cri::{CallCount, START_YIELD};
 use crate::events::recorder::EventRecorder;
+use crate::kubeapi::call_count::{CallCount, START_YIELD};
 use crate::kubeapi::client::{MirrorClient, MirrorError, PodEvent};
 use crate::lifecycle::admission::admission_loop;
 use crate::nodestatus::node_sync::{NodeFacts, NodeInputs, NodeStatusPolicy, node_loop};

@@ -292,7 +292,7 @@ async fn a_stale_copy_is_read_again_and_the_patch_made_from_what_is_stored() {
     );
 }
 
-/// A pass waits while a pod starts (`cri::CallCount`), and goes once the
+/// A pass waits while a pod starts (`kubeapi::call_count`), and goes once the
 /// start is over, or after [`START_YIELD`] if starts go on.
 #[tokio::test(start_paused = true)]
 async fn a_pass_waits_for_the_pod_starts_in_flight_at_most_a_second() {

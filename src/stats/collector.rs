@@ -17,10 +17,11 @@ use super::assemble::{RawRound, Sample, assemble};
 use super::host;
 use super::types::Time;
 use crate::cri::{
-    CallCount, Container, ContainerFilter, ContainerState, ContainerStatsFilter, PodSandboxFilter,
+    Container, ContainerFilter, ContainerState, ContainerStatsFilter, PodSandboxFilter,
     PodSandboxStatsFilter, Runtime, RuntimeError,
 };
 use crate::images::disk::DiskStats;
+use crate::kubeapi::call_count::CallCount;
 use crate::kuberuntime::labels::ContainerLabels;
 use crate::logs::layout::pod_log_dir_of;
 
@@ -33,7 +34,7 @@ pub const DEFAULT_STATS_PERIOD: Duration = Duration::from_secs(10);
 pub struct Collector {
     pub runtime: Arc<dyn Runtime>,
     /// While any sandbox stops, a round leaves out ListPodSandboxStats and
-    /// sums container stats instead (see `cri::CallCount`).
+    /// sums container stats instead (see `kubeapi::call_count`).
     pub sandbox_stops: CallCount,
     pub disk: Arc<dyn DiskStats>,
     pub node_name: String,

@@ -89,10 +89,10 @@ pub struct WorkerContext {
     pub cgroup_fs: PathBuf,
     pub done: mpsc::UnboundedSender<WorkerDone>,
     /// The StopPodSandbox calls in flight (the stats collector reads it).
-    pub sandbox_stops: crate::cri::CallCount,
+    pub sandbox_stops: crate::kubeapi::call_count::CallCount,
     /// The sandbox and container starts in flight (the API writers yield
     /// to them).
-    pub pod_starts: crate::cri::CallCount,
+    pub pod_starts: crate::kubeapi::call_count::CallCount,
     /// What every pod's probers share (handlers, metrics, agent start).
     pub prober: Arc<ProberContext>,
     /// Runs postStart and preStop hooks.
@@ -402,7 +402,7 @@ impl Worker {
                 ips: None,
             });
         // A start (the sandbox, the containers) is counted while this pass
-        // acts: the API writers hold back meanwhile (`cri::CallCount`).
+        // acts: the API writers hold back meanwhile (`kubeapi::call_count`).
         let starting = (planned.actions.iter())
             .any(|a| {
                 matches!(

@@ -79,7 +79,7 @@ async fn a_new_pods_start_is_traced_once_and_an_adopted_pod_not() {
     assert!(adopted.trace.is_none());
 }
 
-/// The API writers hold back while a pod starts (`cri::CallCount`): a pass
+/// The API writers hold back while a pod starts (`kubeapi::call_count`): a pass
 /// that starts a sandbox and containers is counted until it has acted,
 /// and a pass with nothing to start is not counted at all.
 #[tokio::test]

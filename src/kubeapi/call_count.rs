@@ -1,4 +1,6 @@
 //! Runtime calls in flight, counted by the pod workers for other tasks.
+//! It lives beside the API adapter: its main readers are the API writers
+//! (mirror pods, statuses, Events), which may not use `cri`.
 //!
 //! Two counts are kept, each for a reason of its own:
 //! - **StopPodSandbox** (`sandbox_stops`), for the stats collector. CRI-O
