@@ -2,10 +2,12 @@
 //! and the removal of a container's log files and symlink with the
 //! container (its `Clean`, and the kubelet's `removeContainerLog`).
 //!
-//! Every monitor interval it lists the runtime's containers and checks
-//! each running one's log, at most `max_workers` at a time: ContainerStatus
-//! gives the log path, the file is stat'ed and its directory listed,
-//! `logs::rotation::plan` decides, and the steps are done here
+//! Every monitor interval it lists the runtime's running containers and
+//! checks each one's log, at most `max_workers` at a time: ContainerStatus
+//! gives the log path (once per container: the path is fixed when the
+//! container is created, so it is kept while the container runs, where the
+//! kubelet asks at every check), the file is stat'ed, its directory listed
+//! when the log is due, `logs::rotation::plan` decides, and the steps are done here
 //! with real files (gzip through `flate2`) and ReopenContainerLog. A failed
 //! check logs why, naming the container and the file, and is simply
 //! tried again at the next interval; each rotation logs one info line.
@@ -19,9 +21,10 @@
 //! renamed only right before ReopenContainerLog and renamed back when
 //! that fails, so the runtime never has a log it cannot write.
 
+use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -31,7 +34,7 @@ use super::layout::{LogDirs, container_log_file};
 use crate::cri::{ContainerFilter, ContainerState, Runtime, RuntimeError};
 use crate::logs::rotation::{
     COMPRESS_SUFFIX, Decision, RotatePolicy, Step, TIMESTAMP_FORMAT, TMP_SUFFIX, clean_targets,
-    plan,
+    due, plan,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -99,6 +102,34 @@ pub struct LogRotation {
     pub pod_logs_dir: PathBuf,
     /// The clock that names rotated files.
     pub now: fn() -> jiff::Timestamp,
+    /// The log file of each running container checked so far.
+    pub log_files: LogFiles,
+}
+
+/// The log file ContainerStatus named for each container checked, `None`
+/// for a container with none, by container ID; shared by the clones of
+/// one driver. Entries go when their container no longer runs.
+#[derive(Clone, Default)]
+pub struct LogFiles(Arc<Mutex<HashMap<String, Option<PathBuf>>>>);
+
+impl LogFiles {
+    fn get(&self, id: &str) -> Option<Option<PathBuf>> {
+        self.lock().get(id).cloned()
+    }
+
+    fn insert(&self, id: &str, log: Option<PathBuf>) {
+        self.lock().insert(id.to_string(), log);
+    }
+
+    /// Keeps the entries of `running` only.
+    fn retain(&self, running: &[String]) {
+        let running: std::collections::HashSet<&str> = running.iter().map(|s| s.as_str()).collect();
+        self.lock().retain(|id, _| running.contains(id.as_str()));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Option<PathBuf>>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl LogRotation {
@@ -124,11 +155,11 @@ impl LogRotation {
     /// One pass over the running containers, `max_workers` at a time; logs
     /// each rotation and each failure. Returns the outcomes by container.
     pub async fn check_all(&self) -> Vec<(String, Result<Outcome, LogRotationError>)> {
-        let containers = match self
-            .runtime
-            .list_containers(&ContainerFilter::default())
-            .await
-        {
+        let running = ContainerFilter {
+            state: Some(ContainerState::Running),
+            ..Default::default()
+        };
+        let containers = match self.runtime.list_containers(&running).await {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "container log rotation: cannot list containers; retrying at the next check");
@@ -136,10 +167,12 @@ impl LogRotation {
             }
         };
         // Only running containers write; a stopped one keeps its last log.
-        let ids = containers
+        let ids: Vec<String> = containers
             .into_iter()
             .filter(|c| c.state == ContainerState::Running)
-            .map(|c| c.id);
+            .map(|c| c.id)
+            .collect();
+        self.log_files.retain(&ids);
         futures::stream::iter(ids)
             .map(|id| async move {
                 let result = self.check(&id).await;
@@ -153,13 +186,7 @@ impl LogRotation {
 
     /// Checks one container's log and rotates it if due.
     pub async fn check(&self, id: &str) -> Result<Outcome, LogRotationError> {
-        let status = (self.runtime.container_status(id).await).map_err(|source| {
-            LogRotationError::Status {
-                container: id.to_string(),
-                source,
-            }
-        })?;
-        let Some(log) = container_log_file(&status, &self.pod_logs_dir) else {
+        let Some(log) = self.log_file(id).await? else {
             return Ok(Outcome::NoLog);
         };
         let (Some(dir), Some(name)) = (log.parent(), log.file_name().and_then(|n| n.to_str()))
@@ -167,7 +194,7 @@ impl LogRotation {
             return Ok(Outcome::NoLog);
         };
         let (dir, name) = (dir.to_path_buf(), name.to_string());
-        let max_size = self.policy.max_size;
+        let policy = self.policy;
         let (size, listing) = blocking({
             let (dir, log) = (dir.clone(), log.clone());
             move || -> Result<_, (&'static str, PathBuf, io::Error)> {
@@ -180,7 +207,7 @@ impl LogRotation {
                 // rotateLogs too: a log under the size is only stat'ed); a
                 // missing log (or directory) is only reopened.
                 let listing = match size {
-                    Some(size) if size >= max_size => {
+                    Some(size) if due(size, policy) => {
                         list_dir(&dir).map_err(|e| ("list", dir, e))?
                     }
                     _ => Vec::new(),
@@ -207,6 +234,23 @@ impl LogRotation {
                     .await
             }
         }
+    }
+
+    /// The container's log file: ContainerStatus's the first time, kept
+    /// after.
+    async fn log_file(&self, id: &str) -> Result<Option<PathBuf>, LogRotationError> {
+        if let Some(log) = self.log_files.get(id) {
+            return Ok(log);
+        }
+        let status = (self.runtime.container_status(id).await).map_err(|source| {
+            LogRotationError::Status {
+                container: id.to_string(),
+                source,
+            }
+        })?;
+        let log = container_log_file(&status, &self.pod_logs_dir);
+        self.log_files.insert(id, log.clone());
+        Ok(log)
     }
 
     async fn rotate(

@@ -75,6 +75,7 @@ impl Setup {
             max_workers: 2,
             pod_logs_dir: self.dir.path().to_path_buf(),
             now,
+            log_files: Default::default(),
         }
     }
 
@@ -318,7 +319,9 @@ async fn check_all_takes_running_containers_only() {
             .all(|(_, r)| matches!(r, Ok(Outcome::Rotated { .. })))
     );
     assert_eq!(s.files("c"), ["0.log"], "an exited container's log stays");
-    // A status failure is reported, naming the container.
+    // A status failure is reported, naming the container (a new driver:
+    // this one knows the logs already).
+    let d = s.driver(100, 3, at_t0);
     s.rt.fail_next("ContainerStatus", tonic::Status::internal("boom"));
     let out = d.check_all().await;
     let errors: Vec<String> = (out.iter())
@@ -326,6 +329,42 @@ async fn check_all_takes_running_containers_only() {
         .collect();
     assert_eq!(errors.len(), 1, "{out:?}");
     assert!(errors[0].contains("ContainerStatus"), "{errors:?}");
+}
+
+#[tokio::test]
+async fn container_status_is_asked_once_per_container_while_it_runs() {
+    let s = Setup::new();
+    let a = s
+        .container("a", &s.path("a/0.log").display().to_string())
+        .await;
+    let _b = s
+        .container("b", &s.path("b/0.log").display().to_string())
+        .await;
+    let statuses = || {
+        s.rt.ops()
+            .iter()
+            .filter(|o| **o == "ContainerStatus")
+            .count()
+    };
+    let d = s.driver(100, 3, at_t0);
+    let before = statuses();
+    for _ in 0..3 {
+        assert_eq!(d.check_all().await.len(), 2);
+    }
+    assert_eq!(statuses() - before, 2, "one ContainerStatus per container");
+    // A log written after the first checks is still found and rotated.
+    s.write("a/0.log", &"x".repeat(100));
+    let out = d.check_all().await;
+    let rotated: Vec<&str> = (out.iter())
+        .filter(|(_, r)| matches!(r, Ok(Outcome::Rotated { .. })))
+        .map(|(id, _)| id.as_str())
+        .collect();
+    assert_eq!(rotated, [a.as_str()]);
+    // A container that stopped running is forgotten.
+    s.rt.exit_container(&a, 0);
+    d.check_all().await;
+    assert_eq!(d.log_files.lock().len(), 1);
+    assert_eq!(d.log_files.get(&a), None);
 }
 
 #[tokio::test]

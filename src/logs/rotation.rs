@@ -128,6 +128,11 @@ pub fn rotated_name(log: &str, timestamp: &str) -> String {
     format!("{log}.{timestamp}")
 }
 
+/// Whether a log of `size` bytes is rotated: at least the max size.
+pub fn due(size: u64, policy: RotatePolicy) -> bool {
+    size >= policy.max_size
+}
+
 /// Plans one check of `log` (a file name), `size` bytes or `None` when
 /// missing, given the names in its directory and the timestamp for the
 /// rotated name (formatted with [`TIMESTAMP_FORMAT`]).
@@ -141,7 +146,7 @@ pub fn plan(
     let Some(size) = size else {
         return Decision::Reopen;
     };
-    if size < policy.max_size {
+    if !due(size, policy) {
         return Decision::Keep;
     }
     let rotated = rotated_siblings(log, listing);

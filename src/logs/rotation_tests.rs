@@ -373,3 +373,14 @@ proptest! {
         prop_assert!(mine <= max_files as usize);
     }
 }
+
+#[test]
+fn a_log_is_due_from_the_max_size_on() {
+    let policy = RotatePolicy {
+        max_size: 100,
+        max_files: 5,
+    };
+    for (size, want) in [(0, false), (99, false), (100, true), (u64::MAX, true)] {
+        assert_eq!(due(size, policy), want, "{size}");
+    }
+}

@@ -90,6 +90,7 @@ impl ContainerLogSettings {
             max_workers: self.max_workers,
             pod_logs_dir: pod_logs_dir.to_path_buf(),
             now: jiff::Timestamp::now,
+            log_files: Default::default(),
         })
     }
 }
