@@ -220,6 +220,17 @@ impl Plan {
     pub fn next_wake(&self) -> Option<i64> {
         self.waiting.iter().map(|w| w.until).min()
     }
+
+    /// Whether the plan starts something: runs a sandbox or starts a
+    /// container (a pass the API writers yield to, `kubeapi::call_count`).
+    pub fn starts(&self) -> bool {
+        (self.actions.iter()).any(|a| {
+            matches!(
+                a,
+                Action::CreateSandbox { .. } | Action::StartContainer { .. }
+            )
+        })
+    }
 }
 
 /// Where a container goes next, given the policy and how it ended.

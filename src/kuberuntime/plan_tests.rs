@@ -414,3 +414,41 @@ fn restart_policy_parse_defaults_to_always() {
     );
     assert_eq!(RestartPolicy::parse(Some("Always")), RestartPolicy::Always);
 }
+
+#[test]
+fn a_plan_starts_something_when_it_runs_a_sandbox_or_a_container() {
+    let start = Action::StartContainer {
+        kind: ContainerKind::App,
+        name: "a".into(),
+        attempt: 0,
+        restart_count: 0,
+        restart: false,
+    };
+    let kill = Action::KillContainer {
+        id: "c".into(),
+        name: "a".into(),
+        reason: SPEC_CHANGED.into(),
+    };
+    let cases = [
+        (vec![], false),
+        (vec![Action::CreateSandbox { attempt: 0 }], true),
+        (vec![kill.clone(), start], true),
+        (vec![kill], false),
+        (
+            vec![
+                Action::KillPod {
+                    reason: "gone".into(),
+                },
+                Action::RemoveSandbox { id: "s".into() },
+            ],
+            false,
+        ),
+    ];
+    for (actions, want) in cases {
+        let plan = Plan {
+            actions: actions.clone(),
+            waiting: Vec::new(),
+        };
+        assert_eq!(plan.starts(), want, "{actions:?}");
+    }
+}

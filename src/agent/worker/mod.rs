@@ -403,14 +403,7 @@ impl Worker {
             });
         // A start (the sandbox, the containers) is counted while this pass
         // acts: the API writers hold back meanwhile (`kubeapi::call_count`).
-        let starting = (planned.actions.iter())
-            .any(|a| {
-                matches!(
-                    a,
-                    Action::CreateSandbox { .. } | Action::StartContainer { .. }
-                )
-            })
-            .then(|| self.ctx.pod_starts.begin());
+        let starting = planned.starts().then(|| self.ctx.pod_starts.begin());
         for action in &planned.actions {
             tracing::info!(pod = %pod::full_name(pod), uid, ?action, "pod action");
             if let Err(e) = self.act(pod, &obs, &mut current, action).await {
