@@ -227,6 +227,37 @@ async fn pod_lifecycle(host_network: bool) {
         .unwrap();
     assert_eq!(running.len(), 1);
 
+    // --- the relist's lists in brief read what the whole lists say
+    let keys = crilet::kuberuntime::observe::RELIST_KEYS;
+    let (sandboxes, containers) = rt.list_briefs(keys).await.unwrap();
+    let ours = |label: &Option<String>| label.as_deref() == Some(uid.as_str());
+    let sandboxes: Vec<_> = sandboxes.into_iter().filter(|s| ours(&s.label)).collect();
+    let containers: Vec<_> = containers.into_iter().filter(|c| ours(&c.label)).collect();
+    let whole = rt
+        .list_pod_sandbox(&PodSandboxFilter::default())
+        .await
+        .unwrap();
+    let whole: Vec<_> = (whole.iter().map(|s| SandboxBrief::of(s, keys)))
+        .filter(|s| ours(&s.label))
+        .collect();
+    assert_eq!(sandboxes, whole);
+    assert_eq!(sandboxes[0].id, sb);
+    assert_eq!(sandboxes[0].state, PodSandboxState::Ready);
+    assert_eq!(sandboxes[0].name, pod.config.metadata.name);
+    assert_eq!(sandboxes[0].namespace, pod.config.metadata.namespace);
+    let whole = rt
+        .list_containers(&ContainerFilter::default())
+        .await
+        .unwrap();
+    let whole: Vec<_> = (whole.iter().map(|c| ContainerBrief::of(c, keys)))
+        .filter(|c| ours(&c.label))
+        .collect();
+    assert_eq!(containers, whole);
+    assert_eq!(
+        (containers[0].id.as_str(), containers[0].state),
+        (ctr.as_str(), ContainerState::Running)
+    );
+
     // --- log file, in the CRI format "<RFC3339Nano> <stream> <P|F> <text>"
     let log_path = pod.log_file("main");
     let log = eventually(Duration::from_secs(10), || {

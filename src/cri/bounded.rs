@@ -125,6 +125,12 @@ impl Runtime for BoundedRuntime {
     async fn list_containers(&self, filter: &ContainerFilter) -> Result<Vec<Container>> {
         self.inner.list_containers(filter).await
     }
+    async fn list_briefs(
+        &self,
+        keys: BriefKeys,
+    ) -> Result<(Vec<SandboxBrief>, Vec<ContainerBrief>)> {
+        self.inner.list_briefs(keys).await
+    }
     async fn container_status(&self, id: &str) -> Result<ContainerStatus> {
         self.inner.container_status(id).await
     }

@@ -9,6 +9,7 @@
 //! wraps either and bounds how many mutating calls run at once.
 
 mod bounded;
+pub mod brief;
 pub mod client;
 mod convert;
 pub mod endpoint;
@@ -18,6 +19,7 @@ pub mod types;
 pub mod wait;
 
 pub use bounded::BoundedRuntime;
+pub use brief::{BriefKeys, ContainerBrief, SandboxBrief};
 pub use client::{CriRuntime, RuntimeOptions};
 pub use endpoint::{DEFAULT_ENDPOINT, Endpoint};
 pub use error::RuntimeError;
@@ -87,6 +89,25 @@ pub trait Runtime: Send + Sync {
     async fn stop_container(&self, id: &str, timeout: Duration) -> Result<()>;
     async fn remove_container(&self, id: &str) -> Result<()>;
     async fn list_containers(&self, filter: &ContainerFilter) -> Result<Vec<Container>>;
+    /// Every sandbox, then every container (ListPodSandbox and
+    /// ListContainers, unfiltered), in brief: what a relist compares. The
+    /// real runtime reads them off the wire without building each object's
+    /// maps (`cri::brief`); this default lists them whole.
+    async fn list_briefs(
+        &self,
+        keys: BriefKeys,
+    ) -> Result<(Vec<SandboxBrief>, Vec<ContainerBrief>)> {
+        let sandboxes = self.list_pod_sandbox(&PodSandboxFilter::default()).await?;
+        let containers = self.list_containers(&ContainerFilter::default()).await?;
+        Ok((
+            (sandboxes.iter())
+                .map(|s| SandboxBrief::of(s, keys))
+                .collect(),
+            (containers.iter())
+                .map(|c| ContainerBrief::of(c, keys))
+                .collect(),
+        ))
+    }
     async fn container_status(&self, id: &str) -> Result<ContainerStatus>;
     /// ContainerStatus, with the container's OCI process as the runtime
     /// built it (`args`, and `env` as `K=V`) from the verbose status

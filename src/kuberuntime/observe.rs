@@ -9,7 +9,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::labels::{ContainerLabels, POD_UID_LABEL};
 use super::plan::{ObservedContainer, ObservedPod, ObservedSandbox};
-use crate::cri::{Container, ContainerState, ContainerStatus, Labels, PodSandbox, PodSandboxState};
+use crate::cri::{
+    BriefKeys, Container, ContainerBrief, ContainerState, ContainerStatus, Labels, PodSandbox,
+    PodSandboxState, SandboxBrief,
+};
 
 /// Everything the worker needs of one pod's runtime objects.
 #[derive(Debug, Clone, Default)]
@@ -103,26 +106,34 @@ pub struct RuntimePodSummary {
     pub source: Option<String>,
 }
 
-/// Groups every sandbox and container by pod UID.
+/// What a relist reads of each sandbox and container besides its ID and
+/// state: the pod UID label, and the sandbox's config source.
+pub const RELIST_KEYS: BriefKeys = BriefKeys {
+    label: POD_UID_LABEL,
+    annotation: crate::pod::CONFIG_SOURCE_ANNOTATION,
+};
+
+/// Groups every sandbox and container (in brief, with [`RELIST_KEYS`]) by
+/// pod UID.
 pub fn summarize(
-    sandboxes: &[PodSandbox],
-    containers: &[Container],
+    sandboxes: &[SandboxBrief],
+    containers: &[ContainerBrief],
 ) -> BTreeMap<String, RuntimePodSummary> {
     let mut parts: BTreeMap<String, (Vec<String>, bool, String, Option<String>)> = BTreeMap::new();
     for s in sandboxes {
-        let Some(uid) = s.labels.get(POD_UID_LABEL) else {
+        let Some(uid) = &s.label else {
             continue;
         };
         let e = parts.entry(uid.clone()).or_default();
         e.0.push(format!("s:{}:{:?}", s.id, s.state));
         e.1 |= s.state == PodSandboxState::Ready;
-        e.2 = format!("{}_{}", s.metadata.name, s.metadata.namespace);
-        if let Some(source) = s.annotations.get(crate::pod::CONFIG_SOURCE_ANNOTATION) {
+        e.2 = format!("{}_{}", s.name, s.namespace);
+        if let Some(source) = &s.annotation {
             e.3 = Some(source.clone());
         }
     }
     for c in containers {
-        let Some(uid) = c.labels.get(POD_UID_LABEL) else {
+        let Some(uid) = &c.label else {
             continue;
         };
         let e = parts.entry(uid.clone()).or_default();

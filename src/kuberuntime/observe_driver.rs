@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 
 use crate::cri::{ContainerFilter, PodSandboxFilter, Result, Runtime};
-use crate::kuberuntime::observe::{Observation, RuntimePodSummary, by_uid, newest_two, summarize};
+use crate::kuberuntime::observe::{
+    Observation, RELIST_KEYS, RuntimePodSummary, by_uid, newest_two, summarize,
+};
 use crate::pleg::decisions::RelistSnapshot;
 
 /// Reads the runtime objects of the pod with `uid`.
@@ -49,8 +51,7 @@ pub async fn observe_pod(rt: &dyn Runtime, uid: &str) -> Result<Observation> {
 pub async fn observe_all(
     rt: &dyn Runtime,
 ) -> Result<(BTreeMap<String, RuntimePodSummary>, RelistSnapshot)> {
-    let sandboxes = rt.list_pod_sandbox(&PodSandboxFilter::default()).await?;
-    let containers = rt.list_containers(&ContainerFilter::default()).await?;
+    let (sandboxes, containers) = rt.list_briefs(RELIST_KEYS).await?;
     Ok((
         summarize(&sandboxes, &containers),
         RelistSnapshot::new(&sandboxes, &containers),

@@ -11,8 +11,9 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use crate::cri::{Container, ContainerEvent, ContainerEventType, ContainerState, PodSandbox};
-use crate::pod::POD_UID_LABEL;
+use crate::cri::{
+    ContainerBrief, ContainerEvent, ContainerEventType, ContainerState, SandboxBrief,
+};
 
 /// The relist period without events (the kubelet's generic PLEG).
 pub const GENERIC_RELIST_PERIOD: Duration = Duration::from_secs(1);
@@ -86,19 +87,22 @@ pub struct RelistSnapshot {
 }
 
 impl RelistSnapshot {
-    pub fn new(sandboxes: &[PodSandbox], containers: &[Container]) -> Self {
+    /// The snapshot of one relist: objects in brief, labelled with their
+    /// pod UID (or foreign).
+    pub fn new(sandboxes: &[SandboxBrief], containers: &[ContainerBrief]) -> Self {
         let mut snapshot = RelistSnapshot::default();
-        let uid = |labels: &crate::cri::Labels| labels.get(POD_UID_LABEL).cloned();
         for s in sandboxes {
-            if let Some(uid) = uid(&s.labels) {
-                snapshot.sandboxes.insert(s.id.clone(), uid);
+            if let Some(uid) = &s.label {
+                snapshot.sandboxes.insert(s.id.clone(), uid.clone());
             } else {
                 snapshot.foreign.insert(s.id.clone());
             }
         }
         for c in containers {
-            if let Some(uid) = uid(&c.labels) {
-                snapshot.containers.insert(c.id.clone(), (uid, c.state));
+            if let Some(uid) = &c.label {
+                snapshot
+                    .containers
+                    .insert(c.id.clone(), (uid.clone(), c.state));
             } else {
                 snapshot.foreign.insert(c.id.clone());
             }

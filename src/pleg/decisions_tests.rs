@@ -2,8 +2,9 @@
 //! notices said once, the back-off, the pod of an event, missed events.
 
 use super::*;
-use crate::cri::PodSandboxState;
+use crate::cri::{BriefKeys, Container, PodSandbox, PodSandboxState};
 use crate::cri::{ContainerEventType, ContainerMetadata, Labels, PodSandboxMetadata};
+use crate::pod::POD_UID_LABEL;
 
 fn labels(uid: &str) -> Labels {
     Labels::from([(POD_UID_LABEL.to_string(), uid.to_string())])
@@ -57,7 +58,13 @@ fn snapshot(containers: &[(&str, ContainerState)]) -> RelistSnapshot {
     list.push(foreign);
     let mut foreign_sandbox = sandbox("sbx", "");
     foreign_sandbox.labels.clear();
-    RelistSnapshot::new(&[sandbox("sb1", "u1"), foreign_sandbox], &list)
+    let keys = BriefKeys {
+        label: POD_UID_LABEL,
+        annotation: crate::pod::CONFIG_SOURCE_ANNOTATION,
+    };
+    let sandboxes = [sandbox("sb1", "u1"), foreign_sandbox].map(|s| SandboxBrief::of(&s, keys));
+    let list: Vec<ContainerBrief> = list.iter().map(|c| ContainerBrief::of(c, keys)).collect();
+    RelistSnapshot::new(&sandboxes, &list)
 }
 
 #[test]

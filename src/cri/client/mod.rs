@@ -43,6 +43,8 @@ pub struct CriRuntime {
     endpoint: Endpoint,
     runtime: RuntimeServiceClient<Channel>,
     images: ImageServiceClient<Channel>,
+    /// The same channel, for the relist's brief lists.
+    raw: brief::RawClient,
     options: RuntimeOptions,
     observer: Option<std::sync::Arc<dyn OperationObserver>>,
 }
@@ -75,13 +77,17 @@ impl CriRuntime {
         let runtime = RuntimeServiceClient::new(channel.clone())
             .max_decoding_message_size(MAX_MESSAGE_SIZE)
             .max_encoding_message_size(MAX_MESSAGE_SIZE);
-        let images = ImageServiceClient::new(channel)
+        let images = ImageServiceClient::new(channel.clone())
+            .max_decoding_message_size(MAX_MESSAGE_SIZE)
+            .max_encoding_message_size(MAX_MESSAGE_SIZE);
+        let raw = brief::RawClient::new(channel)
             .max_decoding_message_size(MAX_MESSAGE_SIZE)
             .max_encoding_message_size(MAX_MESSAGE_SIZE);
         Ok(CriRuntime {
             endpoint,
             runtime,
             images,
+            raw,
             options,
             observer: None,
         })
@@ -185,4 +191,5 @@ macro_rules! rpc {
 }
 
 // The calls, in the order of the `Runtime` trait (after `rpc!`, which they use).
+mod brief;
 mod runtime;

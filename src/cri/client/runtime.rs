@@ -230,6 +230,13 @@ impl Runtime for CriRuntime {
         Ok(r.containers.into_iter().map(container_from).collect())
     }
 
+    async fn list_briefs(
+        &self,
+        keys: BriefKeys,
+    ) -> Result<(Vec<SandboxBrief>, Vec<ContainerBrief>)> {
+        self.briefs(keys).await
+    }
+
     async fn container_status(&self, id: &str) -> Result<ContainerStatus> {
         Ok(self.container_status_call(id, false).await?.0)
     }
