@@ -6,8 +6,10 @@
 //! pods differ from the last SET sent; a pod that did not change is sent as
 //! the same object, so its config.seen stays the time it was first read.
 //! inotify only makes us faster: the periodic re-list alone is correct.
+//! A manifest whose bytes are those of the last read is not parsed again
+//! ([`ManifestCache`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, Metadata};
 use std::io::{self, Read};
@@ -79,6 +81,14 @@ pub fn read_manifests(
     (read.pods, read.errors)
 }
 
+/// The pods of the last read, by origin, with the bytes each was parsed
+/// from. A re-list every 20 s parsed, defaulted and hashed every manifest
+/// again to find, nearly always, the same pods; a manifest whose bytes are
+/// unchanged now gives its last pod, which is what the comparison with
+/// the last SET keeps anyway (the same pod, first seen then).
+#[derive(Debug, Default)]
+pub struct ManifestCache(HashMap<String, (Vec<u8>, SourcePod)>);
+
 /// What one read of the manifest path found.
 #[derive(Debug, Default)]
 pub struct ManifestRead {
@@ -98,6 +108,18 @@ pub fn read_manifests_trusting(
     now: jiff::Timestamp,
     trust: ManifestTrust,
 ) -> ManifestRead {
+    read_manifests_cached(path, node_name, now, trust, &mut ManifestCache::default())
+}
+
+/// [`read_manifests_trusting`], parsing only the manifests whose bytes are
+/// not in `cache`; `cache` then holds this read's.
+pub fn read_manifests_cached(
+    path: &Path,
+    node_name: &str,
+    now: jiff::Timestamp,
+    trust: ManifestTrust,
+    cache: &mut ManifestCache,
+) -> ManifestRead {
     let mut read = ManifestRead::default();
     let dir_reasons = match fs::metadata(path) {
         Ok(meta) if meta.is_dir() => path_reasons("manifest directory", path),
@@ -107,7 +129,7 @@ pub fn read_manifests_trusting(
         read.untrusted
             .push(manifest_error(path, dir_reasons.join("; ")));
     }
-    for result in read_all(path, node_name, now) {
+    for result in read_all(path, node_name, now, cache) {
         let pod = match result {
             Ok(pod) => pod,
             Err(e) => {
@@ -140,7 +162,19 @@ fn read_all(
     path: &Path,
     node_name: &str,
     now: jiff::Timestamp,
+    cache: &mut ManifestCache,
 ) -> Vec<Result<SourcePod, ManifestError>> {
+    let last = std::mem::take(&mut cache.0);
+    let mut read_one = |file: &Path, meta: &Metadata| {
+        let origin = file.to_string_lossy();
+        let bytes = read_limited(file, meta).map_err(|message| manifest_error(file, message))?;
+        let pod = match last.get(origin.as_ref()) {
+            Some((before, pod)) if *before == bytes => pod.clone(),
+            _ => load_manifest(&origin, &bytes, node_name, now)?,
+        };
+        cache.0.insert(origin.into_owned(), (bytes, pod.clone()));
+        Ok(pod)
+    };
     let fail = |message: String| vec![Err(manifest_error(path, message))];
     let meta = match fs::metadata(path) {
         Ok(meta) => meta,
@@ -150,7 +184,7 @@ fn read_all(
         Err(e) => return fail(cannot_stat(path, &e)),
     };
     if !meta.is_dir() {
-        return vec![read_one(path, &meta, node_name, now)];
+        return vec![read_one(path, &meta)];
     }
     let entries = match list_dir(path) {
         Ok(entries) => entries,
@@ -162,7 +196,7 @@ fn read_all(
             Ok(meta) if meta.is_dir() => {
                 debug!(path = %file.display(), "skipping a subdirectory of the manifest directory");
             }
-            Ok(meta) => results.push(read_one(&file, &meta, node_name, now)),
+            Ok(meta) => results.push(read_one(&file, &meta)),
             // Removed between the listing and now: the next re-list agrees.
             Err(e) if e.kind() == io::ErrorKind::NotFound && !is_symlink(&file) => {}
             Err(e) => results.push(Err(manifest_error(&file, cannot_stat(&file, &e)))),
@@ -183,17 +217,6 @@ fn list_dir(dir: &Path) -> io::Result<Vec<PathBuf>> {
     }
     names.sort();
     Ok(names.into_iter().map(|name| dir.join(name)).collect())
-}
-
-fn read_one(
-    path: &Path,
-    meta: &Metadata,
-    node_name: &str,
-    now: jiff::Timestamp,
-) -> Result<SourcePod, ManifestError> {
-    let origin = path.to_string_lossy();
-    let bytes = read_limited(path, meta).map_err(|message| manifest_error(path, message))?;
-    load_manifest(&origin, &bytes, node_name, now)
 }
 
 /// The manifest `bytes` read from `origin` parsed, validated and defaulted
@@ -287,20 +310,28 @@ pub async fn run(config: FileSourceConfig, tx: mpsc::Sender<SourceSet>, cancel: 
     let mut last_sent: Option<Vec<SourcePod>> = None;
     let mut error_texts = BTreeMap::new();
     let mut untrusted_texts = BTreeMap::new();
+    let mut cache = ManifestCache::default();
 
     loop {
         // Watch before reading, so a change during the read is not missed.
         watch.ensure();
         let (path, node, trust) = (config.path.clone(), config.node_name.clone(), config.trust);
+        let mut last = std::mem::take(&mut cache);
         let read = tokio::task::spawn_blocking(move || {
-            read_manifests_trusting(&path, &node, jiff::Timestamp::now(), trust)
+            let now = jiff::Timestamp::now();
+            let read = read_manifests_cached(&path, &node, now, trust, &mut last);
+            (read, last)
         });
         match read.await {
-            Ok(ManifestRead {
-                pods,
-                errors,
-                untrusted,
-            }) => {
+            Ok((
+                ManifestRead {
+                    pods,
+                    errors,
+                    untrusted,
+                },
+                last,
+            )) => {
+                cache = last;
                 error_texts = log_errors(&error_texts, &errors, SKIPPED);
                 untrusted_texts = log_errors(&untrusted_texts, &untrusted, UNTRUSTED);
                 let pods = stabilize(last_sent.as_deref().unwrap_or_default(), pods);

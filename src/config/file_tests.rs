@@ -2,6 +2,7 @@ use super::*;
 use crate::pod::{self, CONFIG_SEEN_ANNOTATION};
 use std::os::unix::fs::symlink;
 use std::process::Command;
+use std::sync::Arc;
 
 const NODE: &str = "node1";
 
@@ -453,4 +454,43 @@ async fn run_stops_when_the_receiver_is_gone() {
         .await
         .expect("the source kept running")
         .unwrap();
+}
+
+#[test]
+fn an_unchanged_manifest_is_not_parsed_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.yaml"), dir.path().join("b.yaml"));
+    fs::write(&a, manifest("a", "nginx")).unwrap();
+    fs::write(&b, manifest("b", "nginx")).unwrap();
+    let mut cache = ManifestCache::default();
+    let read = |cache: &mut ManifestCache, at: &str| {
+        let now: jiff::Timestamp = at.parse().unwrap();
+        read_manifests_cached(dir.path(), NODE, now, ManifestTrust::Warn, cache).pods
+    };
+    let first = read(&mut cache, "2024-01-01T00:00:00Z");
+    fs::write(&b, manifest("b", "redis")).unwrap();
+    let second = read(&mut cache, "2024-01-01T00:01:00Z");
+    // a: the same pod, seen at the first read; b: parsed again.
+    assert!(Arc::ptr_eq(&first[0].pod, &second[0].pod));
+    assert_eq!(seen(&second[0]), seen(&first[0]));
+    assert!(!Arc::ptr_eq(&first[1].pod, &second[1].pod));
+    assert_ne!(seen(&second[1]), seen(&first[1]));
+    assert_eq!(
+        second[1].pod.spec.as_ref().unwrap().containers[0]
+            .image
+            .as_deref(),
+        Some("redis")
+    );
+    // What the cache gives is what a read without it gives, but for the
+    // time first seen.
+    let fresh = read_manifests(dir.path(), NODE, "2024-01-01T00:01:00Z".parse().unwrap()).0;
+    assert_eq!(fresh[1], second[1]);
+    assert!(pod_content_equal(&fresh[0].pod, &second[0].pod));
+    // A removed manifest leaves the cache.
+    fs::remove_file(&a).unwrap();
+    assert_eq!(
+        names(&read(&mut cache, "2024-01-01T00:02:00Z")),
+        ["b-node1"]
+    );
+    assert_eq!(cache.0.len(), 1);
 }
