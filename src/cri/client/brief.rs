@@ -17,6 +17,9 @@ use super::super::*;
 use super::CriRuntime;
 use crate::proto::runtime::v1 as pb;
 
+const LIST_POD_SANDBOX: &str = "/runtime.v1.RuntimeService/ListPodSandbox";
+const LIST_CONTAINERS: &str = "/runtime.v1.RuntimeService/ListContainers";
+
 /// A plain gRPC client over the runtime's channel, for calls whose reply
 /// is read by hand.
 pub(super) type RawClient = tonic::client::Grpc<Channel>;
@@ -26,29 +29,35 @@ impl CriRuntime {
         &self,
         keys: BriefKeys,
     ) -> Result<(Vec<SandboxBrief>, Vec<ContainerBrief>)> {
-        let reply = self
-            .raw_call(
-                "ListPodSandbox",
-                "/runtime.v1.RuntimeService/ListPodSandbox",
-                pb::ListPodSandboxRequest {
-                    filter: Some(sandbox_filter_to(&PodSandboxFilter::default())),
-                },
-            )
+        let sandboxes = pb::ListPodSandboxRequest {
+            filter: Some(sandbox_filter_to(&PodSandboxFilter::default())),
+        };
+        let sandboxes = self
+            .read_call(LIST_POD_SANDBOX, sandboxes, |r| brief::sandboxes(r, keys))
             .await?;
-        let sandboxes = brief::sandboxes(&reply, keys)
-            .map_err(|e| self.malformed("ListPodSandbox", &e.to_string()))?;
-        let reply = self
-            .raw_call(
-                "ListContainers",
-                "/runtime.v1.RuntimeService/ListContainers",
-                pb::ListContainersRequest {
-                    filter: Some(container_filter_to(&ContainerFilter::default())),
-                },
-            )
+        let containers = pb::ListContainersRequest {
+            filter: Some(container_filter_to(&ContainerFilter::default())),
+        };
+        let containers = self
+            .read_call(LIST_CONTAINERS, containers, |r| brief::containers(r, keys))
             .await?;
-        let containers = brief::containers(&reply, keys)
-            .map_err(|e| self.malformed("ListContainers", &e.to_string()))?;
         Ok((sandboxes, containers))
+    }
+
+    /// The call of `path`, its reply read by `read`.
+    async fn read_call<M, T>(
+        &self,
+        path: &'static str,
+        msg: M,
+        read: impl FnOnce(&[u8]) -> std::result::Result<T, brief::WireError>,
+    ) -> Result<T>
+    where
+        M: prost::Message + Send + Sync + 'static,
+    {
+        // The method's name, for the error, the deadline and the metrics.
+        let op = path.rsplit('/').next().unwrap_or(path);
+        let reply = self.raw_call(op, path, msg).await?;
+        read(&reply).map_err(|e| self.malformed(op, &e.to_string()))
     }
 
     /// One unary call of `path` whose reply is returned as its bytes.
