@@ -527,11 +527,7 @@ fn main() -> ExitCode {
         _ => (LogFormat::Text, "warn"),
     };
     init_logging(log_format, level);
-    let workers = match cli.command {
-        Command::Run(_) => crilet::agent::process::AGENT_WORKERS,
-        _ => crilet::agent::process::WORKERS,
-    };
-    let rt = match crilet::agent::process::runtime(workers) {
+    let rt = match crilet::agent::process::runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("crilet: error: starting the async runtime: {e}");

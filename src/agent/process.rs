@@ -109,35 +109,19 @@ impl HeapTrim {
 }
 
 /// The async runtime of every crilet command: multi-threaded with at most
-/// `workers` workers and as many as the machine has cores, a bounded
-/// blocking pool, and the allocator tuned first.
-///
-/// The agent takes one ([`AGENT_WORKERS`]); the hollow fleet and the
-/// commands take two ([`WORKERS`]).
-pub fn runtime(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
+/// two workers (crilet is I/O bound; a third core buys nothing but
+/// another stack and arena), a bounded blocking pool, and the allocator
+/// tuned first.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tune_allocator();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(2));
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers.clamp(1, cores))
+        .worker_threads(workers)
         .max_blocking_threads(MAX_BLOCKING_THREADS)
         .thread_keep_alive(BLOCKING_KEEP_ALIVE)
         .enable_all()
         .build()
 }
-
-/// The async workers of one agent. An agent waits on the runtime, the API
-/// server and files; its own work during a start of 50 pods is about a
-/// twentieth of a core, and what runs on the blocking pool (file I/O, the
-/// stats walks) is not on a worker. A second worker only adds wake-ups:
-/// a task woken also wakes the other worker to look for work. Idle with 50
-/// pods (containerd 1.6, an API server), one worker took about 8 % less CPU
-/// than two; a start of 50 pods was no slower (docs/performance.md).
-pub const AGENT_WORKERS: usize = 1;
-
-/// The async workers of the hollow fleet (hundreds of agents in one
-/// process) and of the commands: two, crilet being I/O bound; a third
-/// core buys nothing but another stack and arena.
-pub const WORKERS: usize = 2;
 
 /// Trims the heap as [`HeapTrim`] says until `cancel`: the allocator keeps
 /// what bursts (pod starts, a large ListContainers reply) freed otherwise.
@@ -165,7 +149,7 @@ mod tests {
 
     #[test]
     fn the_runtime_runs_tasks_and_blocking_work() {
-        let rt = runtime(AGENT_WORKERS).unwrap();
+        let rt = runtime().unwrap();
         let got = rt.block_on(async {
             let a = tokio::spawn(async { 20 }).await.unwrap();
             let b = tokio::task::spawn_blocking(|| 22).await.unwrap();
