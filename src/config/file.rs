@@ -15,6 +15,7 @@ use std::fs::{self, File, Metadata};
 use std::io::{self, Read};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use notify::event::{AccessKind, AccessMode};
@@ -380,9 +381,12 @@ fn stabilize(previous: &[SourcePod], current: Vec<SourcePod>) -> Vec<SourcePod> 
             previous
                 .iter()
                 .find(|old| {
+                    // The manifest cache hands an unchanged file its
+                    // previous pod: the same `Arc` needs no deep comparison.
                     old.origin == new.origin
-                        && uid(&old.pod) == uid(&new.pod)
-                        && pod_content_equal(&old.pod, &new.pod)
+                        && (Arc::ptr_eq(&old.pod, &new.pod)
+                            || (uid(&old.pod) == uid(&new.pod)
+                                && pod_content_equal(&old.pod, &new.pod)))
                 })
                 .cloned()
                 .unwrap_or(new)
