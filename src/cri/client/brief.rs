@@ -32,16 +32,15 @@ impl CriRuntime {
         let sandboxes = pb::ListPodSandboxRequest {
             filter: Some(sandbox_filter_to(&PodSandboxFilter::default())),
         };
-        let sandboxes = self
-            .read_call(LIST_POD_SANDBOX, sandboxes, |r| brief::sandboxes(r, keys))
-            .await?;
         let containers = pb::ListContainersRequest {
             filter: Some(container_filter_to(&ContainerFilter::default())),
         };
-        let containers = self
-            .read_call(LIST_CONTAINERS, containers, |r| brief::containers(r, keys))
-            .await?;
-        Ok((sandboxes, containers))
+        // Both at once, as `observe_pod` reads its two lists: the relist
+        // waits for one round trip, not two.
+        tokio::try_join!(
+            self.read_call(LIST_POD_SANDBOX, sandboxes, |r| brief::sandboxes(r, keys)),
+            self.read_call(LIST_CONTAINERS, containers, |r| brief::containers(r, keys)),
+        )
     }
 
     /// The call of `path`, its reply read by `read`.
