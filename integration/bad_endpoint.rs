@@ -213,3 +213,78 @@ fn takeover_dry_run_names_a_dead_runtime_and_touches_nothing() {
     assert_clear_failure(&o, &ep, "does not exist");
     assert!(!root.exists(), "a dry run writes nothing");
 }
+
+/// A gRPC server on `path` that answers every call with status OK and the
+/// message `reply` (its bytes as they are), as a runtime with a bug would.
+async fn serve_grpc_reply(path: &Path, reply: &'static [u8]) {
+    use bytes::Bytes;
+    use http_body_util::StreamBody;
+    use hyper::body::{Frame, Incoming};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let listener = tokio::net::UnixListener::bind(path).unwrap();
+    tokio::spawn(async move {
+        while let Ok((conn, _)) = listener.accept().await {
+            let service = hyper::service::service_fn(|_req: hyper::Request<Incoming>| async {
+                let mut message = vec![0u8];
+                message.extend_from_slice(&(reply.len() as u32).to_be_bytes());
+                message.extend_from_slice(reply);
+                let mut trailers = http::HeaderMap::new();
+                trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+                let frames = vec![
+                    Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from(message))),
+                    Ok(Frame::trailers(trailers)),
+                ];
+                let body = StreamBody::new(futures::stream::iter(frames));
+                hyper::Response::builder()
+                    .header("content-type", "application/grpc")
+                    .body(body)
+            });
+            tokio::spawn(
+                hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(conn), service),
+            );
+        }
+    });
+}
+
+/// The relist's brief lists, from a runtime whose replies cannot be read:
+/// a typed error that names the endpoint and the call, no panic. The same
+/// server with a well-formed (empty) reply gives empty lists, so what fails
+/// is the reply, not the server.
+#[tokio::test]
+async fn brief_lists_of_a_garbled_reply_are_a_malformed_error() {
+    let keys = crilet::cri::BriefKeys {
+        label: "io.kubernetes.pod.uid",
+        annotation: "kubernetes.io/config.source",
+    };
+    let dir = short_tempdir();
+    let connect = |sock: &Path| {
+        CriRuntime::connect_lazy(
+            &format!("unix://{}", sock.display()),
+            RuntimeOptions {
+                request_timeout: Duration::from_secs(5),
+                ..RuntimeOptions::default()
+            },
+        )
+        .unwrap()
+    };
+
+    let empty = dir.path().join("empty.sock");
+    serve_grpc_reply(&empty, b"").await;
+    let (sandboxes, containers) = connect(&empty).list_briefs(keys).await.unwrap();
+    assert!(sandboxes.is_empty() && containers.is_empty());
+
+    // Field 1 (the items), length-delimited, whose length runs past the end.
+    let garbled = dir.path().join("garbled.sock");
+    serve_grpc_reply(&garbled, b"\x0a\x7f\x0a\x02id").await;
+    let err = connect(&garbled).list_briefs(keys).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Internal, "{err}");
+    let text = err.to_string();
+    assert!(text.contains("malformed reply"), "{text}");
+    assert!(text.contains(&garbled.display().to_string()), "{text}");
+    assert!(
+        text.starts_with("ListPodSandbox") || text.starts_with("ListContainers"),
+        "names the call: {text}"
+    );
+}
