@@ -254,10 +254,7 @@ async fn serve_grpc_reply(path: &Path, reply: &'static [u8]) {
 /// is the reply, not the server.
 #[tokio::test]
 async fn brief_lists_of_a_garbled_reply_are_a_malformed_error() {
-    let keys = crilet::cri::BriefKeys {
-        label: "io.kubernetes.pod.uid",
-        annotation: "kubernetes.io/config.source",
-    };
+    let keys = crilet::kuberuntime::observe::RELIST_KEYS;
     let dir = short_tempdir();
     let connect = |sock: &Path| {
         CriRuntime::connect_lazy(
