@@ -198,6 +198,16 @@ impl Agent {
             .unwrap_or(0)
     }
 
+    /// SIGSTOP (`true`) or SIGCONT (`false`): a paused crilet sends the
+    /// runtime nothing and acts on nothing it sees.
+    fn pause(&self, pause: bool) {
+        let signal = if pause { "-STOP" } else { "-CONT" };
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status();
+        assert!(status.is_ok_and(|s| s.success()), "kill {signal} crilet");
+    }
+
     /// utime + stime in clock ticks.
     fn cpu_ticks(&self) -> u64 {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
@@ -240,13 +250,29 @@ fn logged_calls(log: &str, op: &str) -> Vec<Duration> {
 
 /// Makes a raw pod's requests ones the crilet running beside them leaves
 /// alone: it adopts (and removes) only sandboxes and containers with a pod
-/// UID label, and sweeps only pod cgroups under `kubepods`. The requests
+/// UID label, and sweeps only pod cgroups under `kubepods`. A runtime that
+/// labels sandboxes from their metadata itself (CRI-O) defeats this: see
+/// [`labels_sandboxes_itself`]. The requests
 /// otherwise stay crilet's (the raw half's flags give them a root and log
 /// directory of their own, out of reach of its directory sweep).
 fn disown(sandbox: &mut PodSandboxConfig, container: &mut ContainerConfig) {
     sandbox.labels.remove(labels::POD_UID_LABEL);
     container.labels.remove(labels::POD_UID_LABEL);
     sandbox.cgroup_parent = sandbox.cgroup_parent.replace("kubepods", "crilet-raw");
+}
+
+/// Whether the runtime gave a disowned sandbox the pod UID label anyway.
+/// CRI-O does (from the sandbox's metadata, as the kubelet's labels would),
+/// so the crilet running beside the raw half sees its pods as pods no
+/// manifest wants and removes them, as the kubelet would: on such a
+/// runtime crilet is paused while the raw half runs.
+async fn labels_sandboxes_itself(rt: &dyn Runtime, sandbox_id: &str) -> bool {
+    let filter = PodSandboxFilter {
+        id: Some(sandbox_id.to_string()),
+        ..Default::default()
+    };
+    let listed = rt.list_pod_sandbox(&filter).await.expect("ListPodSandbox");
+    (listed.iter()).any(|s| s.labels.contains_key(labels::POD_UID_LABEL))
 }
 
 /// Each run's crilet time over its raw time, `1.02 0.98 ...`.
@@ -282,6 +308,8 @@ async fn main() {
     // --- 1. one pod at a time, the raw sequence (crilet's requests, and a
     // bare config) and crilet alternately, with crilet running throughout:
     // both halves share its idle load (the relist) and the runtime's state.
+    // On a runtime that labels the raw pods for crilet to see, crilet is
+    // paused during the raw half instead (`labels_sandboxes_itself`).
     let manifests = scratch.path().join("manifests");
     std::fs::create_dir_all(&manifests).unwrap();
     let root = scratch.path().join("root");
@@ -296,13 +324,29 @@ async fn main() {
     let mut raw_steps: [Vec<Duration>; 3] = Default::default();
     let mut via_agent = Vec::new();
     let mut written = HashMap::new();
+    // Whether crilet must be paused during the raw half: found with the
+    // first raw pod, made while it is paused.
+    let mut pause = false;
     for i in 0..n {
         let (mut sb, mut c) = pod(10_000 + i, scratch.path());
         disown(&mut sb, &mut c);
+        // Paused for the first pod in any case, until the runtime's labels
+        // are known.
+        agent.pause(pause || i == 0);
         let t = Instant::now();
         let id = raw_start(rt.as_ref(), &sb, &c).await;
         bare.push(t.elapsed());
+        if i == 0 {
+            pause = labels_sandboxes_itself(rt.as_ref(), &id).await;
+        }
+        if i == 0 && pause {
+            println!(
+                "(this runtime labels sandboxes with their pod UID itself: crilet is paused \
+                 (SIGSTOP) while the raw half runs, or it would remove the raw pods)"
+            );
+        }
         raw_remove(rt.as_ref(), &id, &sb.cgroup_parent).await;
+        agent.pause(pause);
 
         let name = format!("raw-{i}");
         let (mut sb, mut c) =
@@ -336,6 +380,7 @@ async fn main() {
         let (id, seen) = tokio::join!(sequence, poll);
         raw_seen.push(seen);
         raw_remove(rt.as_ref(), &id, &sb.cgroup_parent).await;
+        agent.pause(false);
 
         let name = format!("one-{i}");
         let t = Instant::now();

@@ -1,6 +1,9 @@
 //! The raw CRI sequence for a one-container host-network pod, through the
 //! `Runtime` trait: RunPodSandbox, CreateContainer, StartContainer, then
-//! StopPodSandbox and RemovePodSandbox, N times. Prints min, median and max
+//! StopContainer (timeout 0), StopPodSandbox and RemovePodSandbox, N times.
+//! The container is stopped first, as the kubelet does: CRI-O's
+//! StopPodSandbox of a running container whose PID 1 ignores SIGTERM (the
+//! bench's `sleep`) waits about 2 minutes before it kills it. Prints min, median and max
 //! per step. This is the floor the agent's own pod start is compared with.
 //!
 //! Then the width sweep: CRILET_BENCH_PODS (50) pods started with the same
@@ -24,10 +27,11 @@ use crilet::cm::cgroup::{CGROUP_ROOT, remove_pod_cgroup};
 use crilet::cri::*;
 use futures::StreamExt;
 
-const STEPS: [&str; 5] = [
+const STEPS: [&str; 6] = [
     "RunPodSandbox",
     "CreateContainer",
     "StartContainer",
+    "StopContainer",
     "StopPodSandbox",
     "RemovePodSandbox",
 ];
@@ -53,7 +57,7 @@ async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     let mut totals = Vec::with_capacity(n);
     for i in 0..n {
         let (sandbox, container) = pod(i, log_dir.path());
-        let mut t = [Duration::ZERO; 5];
+        let mut t = [Duration::ZERO; STEPS.len()];
         let start = Instant::now();
         let s = Instant::now();
         let sb = rt.run_pod_sandbox(&sandbox).await?;
@@ -71,11 +75,14 @@ async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
         rt.start_container(&ctr).await?;
         t[2] = s.elapsed();
         let s = Instant::now();
-        rt.stop_pod_sandbox(&sb).await?;
+        rt.stop_container(&ctr, Duration::ZERO).await?;
         t[3] = s.elapsed();
         let s = Instant::now();
-        rt.remove_pod_sandbox(&sb).await?;
+        rt.stop_pod_sandbox(&sb).await?;
         t[4] = s.elapsed();
+        let s = Instant::now();
+        rt.remove_pod_sandbox(&sb).await?;
+        t[5] = s.elapsed();
         totals.push(start.elapsed());
         for (k, d) in t.into_iter().enumerate() {
             samples[k].push(d);

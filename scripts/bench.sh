@@ -309,8 +309,8 @@ for kind in containerd1 containerd2 crio; do
   echo "-- $kind"
   echo "   cri_sequence $(pick "$OUT/$kind.cri_sequence" 'best width')"
   echo "   agent_start  one pod: $(pick "$OUT/$kind.agent_start" 'ratio of medians')"
-  echo "   agent_start  50 pods idle: $(pick "$OUT/$kind.agent_start" 'CPU  ')"
-  echo "   agent_start  50 pods: $(pick "$OUT/$kind.agent_start" 'ratio of medians   [0-9.]*  (goal')"
+  echo "   agent_start  50 pods: $(sed -n '/^2\. /,$p' "$OUT/$kind.agent_start" 2>/dev/null | pick /dev/stdin 'ratio of medians')"
+  echo "   agent_start  50 pods idle: $(pick "$OUT/$kind.agent_start" 'max RSS'), $(pick "$OUT/$kind.agent_start" 'CPU  ')"
   echo "   footprint    $(pick "$OUT/$kind.footprint" 'first CRI call  ')"
   echo "   footprint    $(pick "$OUT/$kind.footprint" 'start-up  ')"
   echo "   footprint    $(pick "$OUT/$kind.footprint" 'RSS idle  ')"
@@ -318,7 +318,9 @@ for kind in containerd1 containerd2 crio; do
   echo "   footprint    crilet pods $(pick "$OUT/$kind.footprint" 'wall  ')"
   echo "   stats_api    $(pick "$OUT/$kind.stats_api" 'GetPodStats')"
   echo "   stats_api    $(pick "$OUT/$kind.stats_api" '/stats/summary')"
-  awk '/^ *(events|relist) *\(/{m=$1} /exit -> restart started/{sub(/^ */,""); print "   events       " m ": " $0}' "$OUT/$kind.events"
-  grep -E '^ *(events|relist) +crilet CPU' "$OUT/$kind.events" | sed 's/^ */   idle 100 pods /'
+  if [ -f "$OUT/$kind.events" ]; then
+    awk '/^ *(events|relist) *\(/{m=$1} /exit -> restart started/{sub(/^ */,""); print "   events       " m ": " $0}' "$OUT/$kind.events"
+    grep -E '^ *(events|relist) +crilet CPU' "$OUT/$kind.events" | sed 's/^ */   idle 100 pods /' || true
+  fi
   echo "   events       $(pick "$OUT/$kind.events" 'burst of')"
 done

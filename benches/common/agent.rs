@@ -131,7 +131,7 @@ pub async fn sandboxes_of(rt: &dyn Runtime, names: &[String], node: &str) -> Vec
 
 /// Stops and removes the named pods' sandboxes and their cgroups, for the
 /// end of a run with crilet stopped. Containers are stopped first with a
-/// short timeout: CRI-O would wait 30 s for each PID 1 that ignores SIGTERM.
+/// short timeout: CRI-O would wait 2 min for each PID 1 that ignores SIGTERM.
 pub async fn sweep(rt: &dyn Runtime, names: &[String], node: &str, cgroup_root: &str) -> usize {
     let left = sandboxes_of(rt, names, node).await;
     for sb in &left {

@@ -101,7 +101,7 @@ pub async fn raw_start(
 
 /// Stops and removes a sandbox and its cgroup.
 pub async fn raw_remove(rt: &dyn Runtime, sandbox_id: &str, cgroup_parent: &str) {
-    // Containers first, as the kubelet: CRI-O's StopPodSandbox waits 30 s
+    // Containers first, as the kubelet: CRI-O's StopPodSandbox waits 2 min
     // for a PID 1 that ignores SIGTERM.
     let of_pod = ContainerFilter {
         pod_sandbox_id: Some(sandbox_id.to_string()),
