@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     git_commit();
     text_order();
+    packed_relocations();
     let cri = "cri/runtime/v1/api.proto";
     let stats = "crilet/stats/v1/stats.proto";
     let debug = "crilet/debug/v1/debug.proto";
@@ -98,6 +99,21 @@ fn text_order() {
     } else if std::env::var("CRILET_TEXT_ORDER").as_deref() != Ok("off") {
         arg(format!("-Wl,--symbol-ordering-file={}", order.display()));
         arg("-Wl,--no-warn-symbol-ordering".into());
+    }
+}
+
+/// The release binary's relative relocations packed (DT_RELR): the loader
+/// reads every relocation at start, and the pages it read stay resident.
+/// As RELA entries they were 574 KiB of the file; packed, 7 KiB (and 4 KiB
+/// of the other relocations). Holding
+/// 50 pods (containerd 1.6, no API server, two runs each) the binary's
+/// read-only segment went from 1588-1728 to 1088 KiB resident, the RSS
+/// from 13.7 to 13.1-13.2 MiB. The loader must know DT_RELR: glibc 2.36
+/// (Debian 12) or later; the package's Depends, from dpkg-shlibdeps, says
+/// so. Release builds only, as the function order.
+fn packed_relocations() {
+    if std::env::var("PROFILE").as_deref() == Ok("release") {
+        println!("cargo:rustc-link-arg-bin=crilet=-Wl,-z,pack-relative-relocs");
     }
 }
 
