@@ -109,8 +109,9 @@ fn text_order() {
 /// 50 pods (containerd 1.6, no API server, two runs each) the binary's
 /// read-only segment went from 1588-1728 to 1088 KiB resident, the RSS
 /// from 13.7 to 13.1-13.2 MiB. The loader must know DT_RELR: glibc 2.36
-/// (Debian 12) or later; the package's Depends, from dpkg-shlibdeps, says
-/// so. Release builds only, as the function order.
+/// (Debian 12) or later, which the package's Depends names (Cargo.toml:
+/// dpkg-shlibdeps does not find it). Release builds only, as the function
+/// order.
 fn packed_relocations() {
     if std::env::var("PROFILE").as_deref() == Ok("release") {
         println!("cargo:rustc-link-arg-bin=crilet=-Wl,-z,pack-relative-relocs");

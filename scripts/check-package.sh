@@ -2,7 +2,8 @@
 # Builds the .deb (scripts/package.sh) and checks what an operator installs:
 #   - the release binary needs nothing beyond glibc, libgcc_s and libm (ldd);
 #   - the package's fields (Recommends: containerd | cri-o, Depends from
-#     dpkg-shlibdeps), its files and its conffile;
+#     dpkg-shlibdeps, and glibc 2.36 when the binary's relocations are
+#     packed), its files and its conffile;
 #   - installed with `dpkg --root` into a scratch root: the installed
 #     `crilet --version` names this checkout's commit, the man pages render,
 #     the bash completion loads, `systemd-analyze verify` passes on the unit
@@ -28,6 +29,11 @@ VERSION=$(cargo metadata --no-deps --format-version 1 | python3 -c 'import json,
 [ "$(field Version)" = "$VERSION-1" ] || fail "Version: $(field Version), not $VERSION-1"
 [ "$(field Recommends)" = "containerd | cri-o" ] || fail "Recommends: $(field Recommends)"
 field Depends | grep -q 'libc6' || fail "Depends lacks libc6: $(field Depends)"
+# Packed relocations (DT_RELR) need a loader of glibc 2.36 or later, which
+# dpkg-shlibdeps does not derive from the binary's version needs.
+if readelf -V "$BIN" | grep -q GLIBC_ABI_DT_RELR; then
+  field Depends | grep -qF 'libc6 (>= 2.36)' || fail "the binary's relocations are packed (glibc 2.36), but Depends says: $(field Depends)"
+fi
 CONTENTS=$(dpkg-deb -c "$DEB" | awk '{print $6}')
 for path in ./usr/bin/crilet ./lib/systemd/system/crilet.service ./etc/crilet/config.yaml \
   ./usr/share/man/man1/crilet.1.gz ./usr/share/man/man1/crilet-run.1.gz \
