@@ -222,6 +222,11 @@ impl Drop for Agent {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
+        // A crilet paused when the bench panicked would hold SIGTERM, and
+        // the wait, for ever.
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.child.id().to_string()])
+            .status();
         let _ = self.child.wait();
     }
 }
